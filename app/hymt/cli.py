@@ -1,0 +1,167 @@
+"""`hymt`: translate | serve | profile | make-test-model. Exit codes: 0 done, 2 bad arguments, 1 runtime failure;
+every failure is one readable line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from .errors import BadRequest, HymtError
+from .settings import PROFILE_CHOICES, Settings
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + message
+        self.exit(2, f"hymt: error: {message} (see hymt {self.prog.split()[-1]} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hymt", description="Self-hosted Hunyuan-MT-7B translation.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    t = sub.add_parser("translate", help="translate a file or standard input to standard output")
+    t.add_argument("input", nargs="?", default="-", help="text file, or - for standard input")
+    t.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
+    t.add_argument("--to", required=True, dest="target", help="target language code, e.g. en, zh, zh-Hant, bo")
+    t.add_argument("--from", dest="source", default="auto", help="source language code, or auto (default)")
+    t.add_argument("--greedy", action="store_true", default=None, help="greedy decoding instead of sampling")
+    t.add_argument("--max-segment-tokens", type=int, help="longest segment sent to the model, in tokens")
+    t.add_argument("--profile", choices=PROFILE_CHOICES, help="memory profile (default: chosen for the GPU)")
+
+    s = sub.add_parser("serve", help="run the HTTP API and web page")
+    s.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
+    s.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    s.add_argument("--port", type=int, help="port (default 80)")
+    s.add_argument("--profile", choices=PROFILE_CHOICES)
+
+    p = sub.add_parser("profile", help="print the memory profile chosen for this GPU, as JSON")
+    p.add_argument("--model", help="checkpoint directory whose config sizes the plan")
+    p.add_argument("--gpu-memory-gb", type=float, help="plan for a card of this many GiB")
+    p.add_argument("--profile", choices=PROFILE_CHOICES)
+    p.add_argument("--output", help="also write the decision to this file")
+
+    m = sub.add_parser("make-test-model", help="write a tiny random-weight Hunyuan-MT checkpoint")
+    m.add_argument("directory")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _quiet_libraries()
+    try:
+        settings = Settings.from_env()
+        if args.command == "translate":
+            return _translate(args, settings)
+        if args.command == "serve":
+            return _serve(args, settings)
+        if args.command == "profile":
+            return _profile(args, settings)
+        if args.command == "make-test-model":
+            from .testmodel import make_test_model
+
+            print(make_test_model(args.directory))
+            return 0
+    except HymtError as exc:
+        print(f"hymt: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("hymt: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+def _quiet_libraries() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def _translate(args, settings: Settings) -> int:
+    from tqdm import tqdm
+
+    from . import detect, languages, prompts
+    from .engine import engine as engine_mod
+    from .planning import decide
+
+    settings = settings.replace(model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens,
+                                profile=args.profile)
+    target = languages.resolve(args.target, "target language")
+    source = None if args.source == "auto" else languages.resolve(args.source, "source language")
+    try:
+        if args.input == "-":
+            text = sys.stdin.read()
+        else:
+            with open(args.input, encoding="utf-8", newline="") as f:
+                text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"cannot read {args.input}: {exc}") from None
+    if source is None:
+        found = detect.detect(text)
+        source = found.language if found else None
+
+    from .hardware import apply_memory_cap
+
+    decision = decide(settings)
+    apply_memory_cap(settings.gpu_memory_gb)
+    engine = engine_mod.start(settings, decision)
+    try:
+        bar = None
+
+        def progress(event):
+            if bar is not None and event.kind == "segment":
+                bar.update(1)
+
+        job = engine.submit([(text, source)], target, prompts.Sampling(greedy=settings.greedy), listener=progress)
+        if job.num_segments > 1:
+            bar = tqdm(total=job.num_segments, unit="seg", file=sys.stderr, desc="translating")
+            bar.update(job.num_done)
+        try:
+            (result,) = job.wait()
+        finally:
+            if bar is not None:
+                bar.close()
+    finally:
+        engine.stop()
+    sys.stdout.write(result)
+    sys.stdout.flush()
+    return 0
+
+
+def _serve(args, settings: Settings) -> int:
+    from .api.server import serve
+
+    settings = settings.replace(model=args.model, host=args.host, port=args.port, profile=args.profile)
+    logging.getLogger().setLevel(settings.log_level.upper())
+    serve(settings)
+    return 0
+
+
+def _profile(args, settings: Settings) -> int:
+    from .planning import decide
+
+    settings = settings.replace(model=args.model, gpu_memory_gb=args.gpu_memory_gb, profile=args.profile,
+                                decision_file="")
+    try:
+        decision = decide(settings)
+    except HymtError as exc:
+        print(json.dumps({"profile": None, "error": exc.message}), flush=True)
+        raise
+    text = json.dumps(decision.to_json(), indent=2)
+    print(text)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Load a Hunyuan-MT checkpoint (local directory or hub id) in the format a memory tier asks for."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ModelLoadError
+from ..profiles import Tier
+from ..prompts import CHAT_TEMPLATE, PAD_TOKEN, STOP_TOKEN
+
+log = logging.getLogger("hymt.loader")
+
+SUPPORTED_MODEL_TYPES = ("hunyuan_v1_dense",)
+
+
+@dataclass
+class Loaded:
+    model: object
+    tokenizer: object
+    config: object
+    checkpoint: Path
+    attention: str  # "flash_attention_2", "sdpa" or "eager"
+    weights: str  # the format actually in memory: "bf16", "nf4", "int8", "fp32", or a checkpoint's own ("awq", ...)
+    stop_ids: list[int]
+    pad_id: int
+    load_s: float
+
+
+def resolve_checkpoint(model: str) -> Path:
+    """A local directory as is; anything else is a hub id, fetched (with a progress bar) into the hub cache."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{path} has no config.json: not a Hugging Face checkpoint directory")
+        return path
+    if model.startswith((".", "/", "~")) or path.exists():
+        raise ModelLoadError(f"model directory {model} does not exist")
+    try:
+        from huggingface_hub import snapshot_download
+
+        log.info("downloading %s from the Hugging Face hub", model)
+        return Path(snapshot_download(model, allow_patterns=["*.json", "*.safetensors", "*.model", "*.jinja",
+                                                             "*.txt", "*.py", "*.tiktoken"]))
+    except Exception as exc:  # noqa: BLE001 - every hub failure (no network, no such repo, auth) ends the same way
+        raise ModelLoadError(f"cannot fetch {model!r} from the Hugging Face hub ({type(exc).__name__}); "
+                             "give a local checkpoint directory instead (HYMT_MODEL or --model)") from None
+
+
+def load_config(checkpoint: Path):
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(checkpoint)
+    except Exception as exc:  # noqa: BLE001 - an unreadable config is one user-facing error
+        raise ModelLoadError(f"cannot read {checkpoint}/config.json: {exc}") from None
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelLoadError(f"{checkpoint} holds a {config.model_type!r} model; hymt serves the Hunyuan-MT family "
+                             f"({', '.join(SUPPORTED_MODEL_TYPES)})")
+    quant = getattr(config, "quantization_config", None)
+    # The official FP8 checkpoints name the layers they leave unquantized `ignored_layers`; transformers reads `ignore`.
+    if isinstance(quant, dict) and "ignored_layers" in quant and "ignore" not in quant:
+        quant["ignore"] = quant.pop("ignored_layers")
+    return config
+
+
+def attention_implementation(device: str) -> str:
+    if device == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
+
+
+def _quantization(tier: Tier, config):
+    if getattr(config, "quantization_config", None) is not None:
+        return None  # a pre-quantized checkpoint (AWQ, GPTQ, FP8) loads in its own format
+    if tier.weights not in ("nf4", "int8"):
+        return None
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ModelLoadError(f"profile {tier.name} needs bitsandbytes, which is not installed")
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if tier.weights == "nf4":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                  bnb_4bit_compute_dtype=torch.bfloat16)
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def load(model: str, tier: Tier) -> Loaded:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.perf_counter()
+    checkpoint = resolve_checkpoint(model)
+    config = load_config(checkpoint)
+    if tier.device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"profile {tier.name} needs a CUDA GPU, and torch sees none")
+    attention = attention_implementation(tier.device)
+    quantization = _quantization(tier, config)
+    dtype = torch.float32 if tier.device == "cpu" else torch.bfloat16
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        model_obj = AutoModelForCausalLM.from_pretrained(
+            checkpoint, config=config, dtype=dtype, attn_implementation=attention,
+            quantization_config=quantization, device_map={"": 0} if tier.device == "cuda" else None,
+        )
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any loading failure is reported as one line
+        raise ModelLoadError(f"cannot load {checkpoint}: {type(exc).__name__}: {exc}") from None
+    model_obj.eval()
+
+    if not getattr(tokenizer, "chat_template", None):
+        log.warning("%s has no chat template; using the official Hunyuan-MT one", checkpoint)
+        tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.padding_side = "left"
+    stop_id = tokenizer.convert_tokens_to_ids(STOP_TOKEN)
+    if stop_id is None or stop_id == tokenizer.unk_token_id:
+        raise ModelLoadError(f"{checkpoint}'s tokenizer has no {STOP_TOKEN} token: not a Hunyuan-MT tokenizer")
+    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+    quant = getattr(config, "quantization_config", None)
+    weights = (quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None))
+    return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint, attention=attention,
+                  weights=str(weights) if weights else tier.weights, stop_ids=[stop_id], pad_id=pad_id,
+                  load_s=time.perf_counter() - started)

@@ -1,0 +1,76 @@
+"""Error types: each carries the HTTP status and the stable `error_type` code that clients see."""
+
+from __future__ import annotations
+
+
+class HymtError(Exception):
+    """An expected failure with a message fit to show a user. The API turns it into JSON, the CLI into one line."""
+
+    status = 500
+    error_type = "internal_error"
+    exit_code = 1
+
+    def __init__(self, message: str, *, error_type: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if error_type is not None:
+            self.error_type = error_type
+        if status is not None:
+            self.status = status
+
+
+class BadRequest(HymtError):
+    status = 400
+    error_type = "invalid_request"
+    exit_code = 2
+
+
+class PayloadTooLarge(HymtError):
+    status = 413
+    error_type = "too_large"
+    exit_code = 2
+
+
+class Forbidden(HymtError):
+    status = 403
+    error_type = "invalid_api_key"
+
+
+class Overloaded(HymtError):
+    """The queue is full: the request is refused at once rather than left waiting."""
+
+    status = 429
+    error_type = "overloaded"
+
+    def __init__(self, message: str, retry_after_s: int = 2):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class NotReady(HymtError):
+    status = 503
+    error_type = "not_ready"
+
+
+class Cancelled(HymtError):
+    status = 499
+    error_type = "cancelled"
+
+
+class ModelLoadError(HymtError):
+    """The checkpoint is missing, unreadable, of another architecture, or cannot be fetched."""
+
+    error_type = "model_load_failed"
+
+
+class GenerationError(HymtError):
+    """A segment could not be translated, even alone (out of memory at batch size one, or a runtime failure)."""
+
+    error_type = "generation_failed"
+
+
+class ConfigError(HymtError):
+    """A setting in the environment or on the command line is not valid."""
+
+    error_type = "invalid_setting"
+    exit_code = 2

@@ -1,0 +1,112 @@
+"""What GPU this process sees and how much memory it has: NVML first, `nvidia-smi` second, none third."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    name: str
+    total_bytes: int
+    free_bytes: int
+    source: str  # "nvml", "nvidia-smi" or "simulated"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def read_gpu(index: int = 0) -> GpuMemory | None:
+    return _from_nvml(index) or _from_nvidia_smi(index)
+
+
+def simulate(gpu: GpuMemory | None, card_gb: float) -> GpuMemory:
+    """A card of `card_gb` GiB, empty, standing in for the real one (which must be at least as large to run)."""
+    total = int(card_gb * GIB)
+    name = f"simulated {card_gb:g} GiB" + (f" on {gpu.name}" if gpu else "")
+    return GpuMemory(name=name, total_bytes=total, free_bytes=total, source="simulated")
+
+
+def _from_nvml(index: int) -> GpuMemory | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            name = pynvml.nvmlDeviceGetName(handle)
+            name = name.decode() if isinstance(name, bytes) else name
+            return GpuMemory(name=name, total_bytes=int(info.total), free_bytes=int(info.free), source="nvml")
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        return None
+
+
+def _from_nvidia_smi(index: int) -> GpuMemory | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, f"--id={index}", "--query-gpu=name,memory.total,memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        name, total_mib, free_mib = (part.strip() for part in out.split(","))
+        return GpuMemory(name=name, total_bytes=int(float(total_mib)) * 1024 ** 2,
+                         free_bytes=int(float(free_mib)) * 1024 ** 2, source="nvidia-smi")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def process_gpu_memory_bytes(pid: int, index: int = 0) -> int | None:
+    """GPU memory held by one process, as the driver counts it (includes the CUDA context). None if unknown."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML library, no driver or no GPU: the figure is unknown
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if proc.pid == pid and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+        return 0
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def visible_gpu(card_gb: float | None) -> GpuMemory | None:
+    """The card to plan for: a simulated one when `card_gb` is set, else the real one if torch can use it."""
+    real = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            real = read_gpu()
+            if real is None:
+                free, total = torch.cuda.mem_get_info()
+                real = GpuMemory(torch.cuda.get_device_name(), int(total), int(free), "torch")
+    except ImportError:
+        pass
+    return simulate(real, card_gb) if card_gb else real
+
+
+def apply_memory_cap(card_gb: float | None) -> None:
+    """Make torch's allocator behave like a card of `card_gb` GiB on a larger real one."""
+    if not card_gb:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, card_gb * GIB / total))

@@ -1,0 +1,68 @@
+"""The official Hunyuan-MT prompts and their rendering through the checkpoint's own chat template."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .languages import Language, is_chinese
+
+ZH_TEMPLATE = "把下面的文本翻译成{target}，不要额外解释。\n\n{text}"
+XX_TEMPLATE = "Translate the following segment into {target}, without additional explanation.\n\n{text}"
+
+# The rendering the model was trained on: <|startoftext|>{user}<|extra_0|>; the answer ends with <|eos|>.
+BOS_TOKEN = "<|startoftext|>"
+END_OF_USER_TOKEN = "<|extra_0|>"
+END_OF_SYSTEM_TOKEN = "<|extra_4|>"
+STOP_TOKEN = "<|eos|>"
+PAD_TOKEN = "<|pad|>"
+
+# Jinja chat template equal to the official one for system, user and assistant turns; written into test models.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}"
+    "{{ '<|startoftext|>' + message['content'] + '<|extra_4|>' }}"
+    "{%- elif message['role'] == 'user' -%}"
+    "{%- if loop.index0 == 1 and messages[0]['role'] == 'system' -%}"
+    "{{ message['content'] + '<|extra_0|>' }}"
+    "{%- else -%}"
+    "{{ '<|startoftext|>' + message['content'] + '<|extra_0|>' }}"
+    "{%- endif -%}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{{ message['content'] + '<|eos|>' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings; the defaults are the ones the model card recommends."""
+
+    greedy: bool = False
+    top_k: int = 20
+    top_p: float = 0.6
+    temperature: float = 0.7
+    repetition_penalty: float = 1.05
+
+    def generate_kwargs(self) -> dict:
+        if self.greedy:
+            return {"do_sample": False, "repetition_penalty": self.repetition_penalty}
+        return {"do_sample": True, "top_k": self.top_k, "top_p": self.top_p, "temperature": self.temperature,
+                "repetition_penalty": self.repetition_penalty}
+
+
+def user_message(source: Language | None, target: Language, text: str) -> str:
+    """The official instruction: the Chinese template when Chinese is on either side, else the English one.
+
+    With an unknown source (auto-detection failed) the English template is used unless the target is Chinese.
+    """
+    chinese_side = is_chinese(target) or (source is not None and is_chinese(source))
+    if chinese_side:
+        return ZH_TEMPLATE.format(target=target.chinese, text=text)
+    return XX_TEMPLATE.format(target=target.english, text=text)
+
+
+def render(tokenizer, message: str) -> str:
+    """The full prompt text, through the checkpoint's chat template (no generation prompt: the template ends the
+    user turn with <|extra_0|>, after which the model answers)."""
+    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False)

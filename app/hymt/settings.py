@@ -1,0 +1,93 @@
+"""The one settings object: read from HYMT_* environment variables once, validated, then passed down explicitly."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .errors import ConfigError
+
+PROFILE_CHOICES = ("auto", "bf16", "bf16-int8kv", "int8", "nf4", "nf4-int8kv", "cpu")
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str = "tencent/Hunyuan-MT-7B"
+    host: str = "0.0.0.0"
+    port: int = 80
+    profile: str = "auto"
+    # Pretend the GPU has this much memory (GB); the process is capped to it. None: the real card.
+    gpu_memory_gb: float | None = None
+    # Concurrent tokens (prompt + output, summed over a batch) the planner must leave room for.
+    target_batch_tokens: int = 4096
+    # Forces the batch token budget instead of the planner's.
+    batch_tokens: int | None = None
+    max_batch_size: int = 32
+    max_segment_tokens: int = 256
+    max_new_tokens: int = 1024
+    greedy: bool = False
+    max_chars: int = 20000
+    max_texts: int = 64
+    max_upload_bytes: int = 2_000_000
+    max_queue_segments: int = 2048
+    adapters: str | None = None
+    api_keys: tuple[str, ...] = field(default_factory=tuple)
+    decision_file: str | None = None
+    log_level: str = "info"
+    empty_cache_after_batch: bool = False
+
+    def replace(self, **changes) -> "Settings":
+        """A copy with command-line overrides applied (None means: keep the environment's value)."""
+        settings = dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.profile not in PROFILE_CHOICES:
+            raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
+        positive = ("port", "target_batch_tokens", "max_batch_size", "max_segment_tokens", "max_new_tokens",
+                    "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
+        if self.batch_tokens is not None and self.batch_tokens <= 0:
+            raise ConfigError(f"HYMT_BATCH_TOKENS must be positive, not {self.batch_tokens}")
+        if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:
+            raise ConfigError(f"HYMT_GPU_MEMORY_GB must be positive, not {self.gpu_memory_gb}")
+        if not 16 <= self.max_segment_tokens <= 4096:
+            raise ConfigError("HYMT_MAX_SEGMENT_TOKENS must be between 16 and 4096 (input + output stay inside 8k)")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"HYMT_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.name, f.type, raw)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+
+def _parse(name: str, type_name: str, raw: str):
+    key = f"HYMT_{name.upper()}"
+    try:
+        if type_name == "bool":
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if type_name in ("int", "int | None"):
+            return int(raw)
+        if type_name == "float | None":
+            return float(raw)
+        if type_name == "tuple[str, ...]":
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not a valid {type_name.split(' ')[0]}") from None
+    return raw
