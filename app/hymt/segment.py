@@ -7,6 +7,7 @@ sentences) and segment slots. Segments never cross a line break, so N lines in g
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -32,11 +33,24 @@ class Document:
         flat = [_LINE_BREAK.sub(" ", t) for t in translations]
         return "".join(flat[p] if isinstance(p, int) else p for p in self.pieces)
 
+    def join_prefix(self, translations: Sequence[str | None]) -> str:
+        """The document up to its first untranslated segment (None), for streaming text as it settles."""
+        out = []
+        for piece in self.pieces:
+            if isinstance(piece, int):
+                if translations[piece] is None:
+                    break
+                out.append(_LINE_BREAK.sub(" ", translations[piece]))
+            else:
+                out.append(piece)
+        return "".join(out)
+
 
 def split(text: str, count_tokens: CountTokens, max_tokens: int, lang: str = "en") -> Document:
     doc = Document(pieces=[], segments=[])
     for part in _LINE_BREAK.split(text):
-        if not part or _LINE_BREAK.fullmatch(part) or part.isspace():
+        # Line breaks, blank lines and lines without letters (numbers, subtitle timings, rules) stay as they are.
+        if not part or _LINE_BREAK.fullmatch(part) or not any(ch.isalpha() for ch in part):
             _add_verbatim(doc, part)
             continue
         core = part.strip()
@@ -118,6 +132,9 @@ def _cut(core: str, s: int, e: int, count: CountTokens, max_tokens: int) -> list
                 lo = mid
             else:
                 hi = mid - 1
+        # Never cut between a letter and its combining marks (Thai vowels, Tibetan subjoined letters, accents).
+        while start + 1 < lo < e and unicodedata.category(core[lo])[0] == "M":
+            lo -= 1
         spans.append((start, lo))
         start = lo
     return spans

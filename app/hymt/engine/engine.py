@@ -48,6 +48,7 @@ class Job:
     listener: Callable[[Event], None] | None = None
     results: list[cleanup.Cleaned | None] = field(default_factory=list)
     error: HymtError | None = None
+    ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -69,13 +70,13 @@ class Job:
             per_doc[d][s] = result.text if result else ""
         return [doc.join(parts) for doc, parts in zip(self.documents, per_doc)]
 
-    def partial_texts(self) -> list[str]:
-        """Documents with finished segments translated and the rest still in the source text."""
-        per_doc = [list(d.segments) for d in self.documents]
+    def settled_texts(self) -> list[str]:
+        """Each document translated up to its first unfinished segment: what a stream can show so far."""
+        per_doc: list[list[str | None]] = [[None] * len(d.segments) for d in self.documents]
         for (d, s), result in zip(self.refs, self.results):
             if result is not None:
                 per_doc[d][s] = result.text
-        return [doc.join(parts) for doc, parts in zip(self.documents, per_doc)]
+        return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
 
     def flags(self) -> dict:
         finished = [r for r in self.results if r is not None]
@@ -129,7 +130,7 @@ class Engine:
                               max_new_tokens=cleanup.max_new_tokens(count(text), self.settings.max_new_tokens),
                               group=(adapter, sampling), min_new_tokens=min_new_tokens, payload=(job, text)))
         if not works:
-            self._finish(job)
+            self._end(job, None)
             return job
         with self._cond:
             self.scheduler.add(works)
@@ -138,14 +139,8 @@ class Engine:
 
     def cancel(self, job: Job) -> None:
         """Drop the job's queued segments and stop its running ones; the job ends as cancelled."""
-        with self._cond:
-            if job.done.is_set():
-                return
-            dropped = self.scheduler.cancel(job.id)
-            job.error = Cancelled("the request was cancelled")
-        log.info("job %d cancelled (%d queued segments dropped)", job.id, dropped)
-        self._emit(job, Event("error", job, error=job.error))
-        job.done.set()
+        if self._end(job, Cancelled("the request was cancelled")):
+            log.info("job %d cancelled", job.id)
 
     @property
     def queue_depth(self) -> int:
@@ -185,20 +180,26 @@ class Engine:
         if job.done.is_set():
             return
         if isinstance(output, HymtError):
-            with self._cond:
-                self.scheduler.cancel(job.id)
-            job.error = output
-            self._emit(job, Event("error", job, error=output))
-            job.done.set()
+            self._end(job, output)
             return
         job.results[work.index] = cleanup.clean(source_text, output)
         self._emit(job, Event("segment", job, index=work.index))
         if job.num_done == job.num_segments:
-            self._finish(job)
+            self._end(job, None)
 
-    def _finish(self, job: Job) -> None:
-        self._emit(job, Event("done", job))
+    def _end(self, job: Job, error: HymtError | None) -> bool:
+        """End a job exactly once: done, failed or cancelled. Its queued segments go; its listener hears the end
+        before `done` is set, so a waiter that sees `done` has every event already queued."""
+        with self._cond:
+            if job.ended:
+                return False
+            job.ended = True
+            job.error = error
+            if error is not None:
+                self.scheduler.cancel(job.id)
+        self._emit(job, Event("error", job, error=error) if error else Event("done", job))
         job.done.set()
+        return True
 
     @staticmethod
     def _emit(job: Job, event: Event) -> None:

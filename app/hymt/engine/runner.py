@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
@@ -25,6 +26,7 @@ class BatchStats:
     tokens_in: int = 0
     tokens_out: int = 0
     oom_events: int = 0
+    batch_sizes: Counter = field(default_factory=Counter)  # segments per batch -> number of batches
 
 
 class _CancelledRows(StoppingCriteria):
@@ -115,6 +117,7 @@ class ModelRunner:
             self.stats.tokens_out += len(row)
             texts.append(tok.decode(row, skip_special_tokens=True))
         self.stats.batches += 1
+        self.stats.batch_sizes[len(batch)] += 1
         self.stats.segments += len(batch)
         self.stats.tokens_in += sum(len(w.prompt_ids) for w in batch)
         return texts

@@ -1,0 +1,1 @@
+"""The HTTP side: app factory, the LibreTranslate, OpenAI and page endpoints, health and metrics."""

@@ -1,0 +1,120 @@
+"""The app factory: routes and error handlers as data, a lifespan that loads the engine in the background."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import HymtError, Overloaded
+from ..profiles import Decision
+from ..settings import Settings
+from . import libre, openai_compat, page
+from .metrics import Metrics
+from .openapi import SPEC
+from .service import Service
+
+log = logging.getLogger("hymt.api")
+
+
+def error_body(message: str, error_type: str, **extra) -> dict:
+    return {"error": message, "error_type": error_type, **extra}
+
+
+async def hymt_error(request: Request, exc: HymtError) -> JSONResponse:
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
+    return JSONResponse(error_body(exc.message, exc.error_type), status_code=exc.status, headers=headers)
+
+
+async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return JSONResponse(error_body(str(exc.detail), kind), status_code=exc.status_code)
+
+
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    error_id = uuid.uuid4().hex[:12]
+    log.exception("unexpected error %s on %s %s", error_id, request.method, request.url.path)
+    return JSONResponse(error_body(f"internal error (id {error_id}, see the server log)", "internal_error",
+                                   error_id=error_id), status_code=500)
+
+
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(SPEC)
+
+
+ROUTES = [
+    Route("/", page.index),
+    Route("/docs", page.docs),
+    Route("/openapi.json", openapi),
+    Route("/health", page.health),
+    Route("/metrics", metrics),
+    Route("/translate", libre.translate, methods=["POST"]),
+    Route("/detect", libre.detect_language, methods=["POST"]),
+    Route("/languages", libre.languages, methods=["GET", "POST"]),
+    Route("/frontend/settings", libre.frontend_settings),
+    Route("/api/translate", page.translate, methods=["POST"]),
+    Route("/v1/chat/completions", openai_compat.chat_completions, methods=["POST"]),
+    Route("/v1/models", openai_compat.models),
+    Mount("/static", StaticFiles(directory=page.UI_DIR), name="static"),
+]
+
+
+class _Observe:
+    """ASGI middleware: counts each request by route and status and times it."""
+
+    def __init__(self, app, metrics_of):
+        self.app, self.metrics_of = app, metrics_of
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), [500]
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            route = scope.get("route")
+            endpoint = getattr(route, "path", "other")
+            m = self.metrics_of()
+            m.requests.labels(endpoint, str(status[0])).inc()
+            m.latency.labels(endpoint).observe(time.perf_counter() - started)
+
+
+def create_app(settings: Settings, decision: Decision, engine_factory=None, on_fatal=None) -> Starlette:
+    service = Service(settings=settings, decision=decision, on_fatal=on_fatal)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        loader = service.load_in_background(engine_factory)
+        yield
+        loader.join(timeout=0)
+        if service.engine is not None:
+            service.engine.stop()
+
+    app = Starlette(
+        routes=ROUTES,
+        exception_handlers={HymtError: hymt_error, HTTPException: http_error, Exception: unexpected_error},
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    app.state.metrics = Metrics(service)
+    app.add_middleware(_Observe, metrics_of=lambda: app.state.metrics)
+    return app

@@ -1,0 +1,106 @@
+"""OpenAI-compatible chat completions: the last user message is the text to translate.
+
+The target language comes from the model name's suffix ("hunyuan-mt:de") or the extra field `target_language`
+(`extra_body` in the OpenAI clients); `source_language` is optional (auto-detected by default).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+
+from ..errors import BadRequest
+from ..languages import LANGUAGES, resolve
+from ..prompts import Sampling
+from . import parsing
+from .libre import detect_sources
+from .service import Service, events_until_done, run_to_end, submit
+
+MODEL_NAME = "hunyuan-mt"
+
+
+async def models(request: Request) -> JSONResponse:
+    created = int(request.app.state.service.started_at_wall)
+    names = [MODEL_NAME] + [f"{MODEL_NAME}:{lang.code}" for lang in LANGUAGES]
+    return JSONResponse({"object": "list", "data": [{"id": n, "object": "model", "created": created,
+                                                     "owned_by": "hymt"} for n in names]})
+
+
+def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bool]:
+    model = data.get("model") or MODEL_NAME
+    if not isinstance(model, str):
+        raise BadRequest("model must be a string", error_type="invalid_type")
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list", error_type="missing_field")
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise BadRequest("messages hold no user message with the text to translate", error_type="missing_field")
+    content = users[-1].get("content")
+    if isinstance(content, list):  # content parts: join the text parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    text_list, _ = parsing.texts({"content": content}, "content", settings)
+    target_code = data.get("target_language") or (model.split(":", 1)[1] if ":" in model else None)
+    if not target_code:
+        raise BadRequest("no target language: use the model name 'hunyuan-mt:<code>' (e.g. hunyuan-mt:de) "
+                         "or the field target_language", error_type="missing_target_language")
+    target = resolve(target_code, "target language")
+    source = parsing.language(data, "source_language", allow_auto=True, default="auto")
+    temperature = data.get("temperature")
+    if temperature is not None and (not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2):
+        raise BadRequest("temperature must be a number from 0 to 2", error_type="invalid_value")
+    greedy = settings.greedy or temperature == 0
+    sampling = Sampling(greedy=greedy) if temperature in (None, 0) else Sampling(temperature=float(temperature))
+    return model, text_list[0], source, target, sampling, parsing.flag(data, "stream")
+
+
+async def chat_completions(request: Request):
+    service: Service = request.app.state.service
+    data = await parsing.read_body(request, service.settings)
+    parsing.check_api_key(data, request, service.settings)
+    model, text, source, target, sampling, stream = _parse(data, service.settings)
+    (src,), _ = await run_in_threadpool(detect_sources, [text], source)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    created = int(time.time())
+    if not stream:
+        job = await run_to_end(service, [(text, src)], target, sampling, request)
+        (translated,) = job.texts()
+        tokens_out = sum(service.engine.runner.count_tokens(r.text) for r in job.results if r)
+        return JSONResponse({
+            "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": translated},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": service.engine.runner.count_tokens(text), "completion_tokens": tokens_out,
+                      "total_tokens": service.engine.runner.count_tokens(text) + tokens_out},
+        })
+
+    job, events = await submit(service, [(text, src)], target, sampling)
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def body():
+        yield chunk({"role": "assistant", "content": ""})
+        sent = ""
+        async for event in events_until_done(service, job, events, request):
+            if event.kind == "error":
+                err = {"error": {"message": event.error.message, "type": event.error.error_type}}
+                yield f"data: {json.dumps(err)}\n\n"
+                return
+            # Segments finish in any order; send the translation's next settled prefix.
+            (done,) = job.settled_texts()
+            if len(done) > len(sent):
+                yield chunk({"content": done[len(sent):]})
+                sent = done
+        yield chunk({}, "stop")
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+

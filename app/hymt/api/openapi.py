@@ -1,0 +1,67 @@
+"""The OpenAPI description of the endpoints, as data (served at /openapi.json, rendered by /docs)."""
+
+from __future__ import annotations
+
+from .. import __version__
+
+_ERROR = {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_ERRORS = {"400": _ERROR, "403": _ERROR, "413": _ERROR, "429": _ERROR, "503": _ERROR}
+
+
+def _body(properties: dict, required: list[str], forms: bool = True) -> dict:
+    schema = {"type": "object", "properties": properties, "required": required}
+    content = {"application/json": {"schema": schema}}
+    if forms:
+        content["application/x-www-form-urlencoded"] = {"schema": schema}
+    return {"required": True, "content": content}
+
+
+_LANG = {"type": "string", "description": "language code (see /languages); aliases such as zh-CN, pt-BR accepted"}
+_Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "text(s)"}
+
+SPEC = {
+    "openapi": "3.1.0",
+    "info": {"title": "hymt", "version": __version__,
+             "description": "Self-hosted Hunyuan-MT-7B translation. LibreTranslate- and OpenAI-compatible."},
+    "paths": {
+        "/translate": {"post": {
+            "summary": "Translate text (LibreTranslate API)",
+            "requestBody": _body({"q": _Q, "source": {**_LANG, "default": "auto"}, "target": _LANG,
+                                  "format": {"enum": ["text", "html"], "default": "text"},
+                                  "api_key": {"type": "string"}}, ["q", "target"]),
+            "responses": {"200": {"description": "translatedText (and detectedLanguage when source is auto)"},
+                          **_ERRORS}}},
+        "/detect": {"post": {
+            "summary": "Detect the language of text (LibreTranslate API)",
+            "requestBody": _body({"q": _Q, "api_key": {"type": "string"}}, ["q"]),
+            "responses": {"200": {"description": "[{language, confidence}] (confidence in percent)"}, **_ERRORS}}},
+        "/languages": {"get": {"summary": "The 38 languages and their targets",
+                               "responses": {"200": {"description": "[{code, name, targets}]"}}}},
+        "/frontend/settings": {"get": {"summary": "LibreTranslate front-end settings (limits)",
+                                       "responses": {"200": {"description": "charLimit and friends"}}}},
+        "/api/translate": {"post": {
+            "summary": "The web page's endpoint; stream=true answers with Server-Sent Events "
+                       "(start, progress per segment with the partial text, done, or error)",
+            "requestBody": _body({"text": {"type": "string"}, "source": {**_LANG, "default": "auto"},
+                                  "target": _LANG, "stream": {"type": "boolean"}, "greedy": {"type": "boolean"}},
+                                 ["text", "target"], forms=False),
+            "responses": {"200": {"description": "JSON, or text/event-stream when stream=true"}, **_ERRORS}}},
+        "/v1/chat/completions": {"post": {
+            "summary": "OpenAI-compatible: the last user message is translated. Target language from the model "
+                       "name (hunyuan-mt:de) or the field target_language; source_language optional",
+            "requestBody": _body({"model": {"type": "string", "example": "hunyuan-mt:de"},
+                                  "messages": {"type": "array", "items": {"type": "object"}},
+                                  "target_language": _LANG, "source_language": _LANG,
+                                  "stream": {"type": "boolean"}, "temperature": {"type": "number"}},
+                                 ["messages"], forms=False),
+            "responses": {"200": {"description": "chat.completion, or chat.completion.chunk events"}, **_ERRORS}}},
+        "/v1/models": {"get": {"summary": "Model names, one per target language",
+                               "responses": {"200": {"description": "OpenAI model list"}}}},
+        "/health": {"get": {"summary": "Status, profile, GPU memory, queue; 200 only when it can translate",
+                            "responses": {"200": {"description": "healthy or degraded"},
+                                          "503": {"description": "loading or unhealthy"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text format"}}}},
+    },
+    "components": {"schemas": {"Error": {"type": "object", "required": ["error", "error_type"], "properties": {
+        "error": {"type": "string"}, "error_type": {"type": "string"}, "error_id": {"type": "string"}}}}},
+}

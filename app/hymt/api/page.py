@@ -1,0 +1,98 @@
+"""The web page's own endpoint (with Server-Sent Events), health, and the static page itself."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from ..prompts import Sampling
+from . import parsing
+from .libre import _detected, detect_sources
+from .service import Service, events_until_done, run_to_end, submit
+
+UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+
+
+def _result(job, detections) -> dict:
+    (text,) = job.texts()
+    return {"translatedText": text, "segments": job.num_segments, **job.flags(),
+            "detectedLanguage": _detected(detections[0]) if detections[0] is not None else None}
+
+
+async def translate(request: Request) -> Response:
+    service: Service = request.app.state.service
+    settings = service.settings
+    data = await parsing.read_body(request, settings)
+    parsing.check_api_key(data, request, settings)
+    (text,), _ = parsing.texts(data, "text", settings)
+    source = parsing.language(data, "source", allow_auto=True, default="auto")
+    target = parsing.language(data, "target", allow_auto=False)
+    sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
+    (src,), detections = await run_in_threadpool(detect_sources, [text], source)
+    if not parsing.flag(data, "stream"):
+        job = await run_to_end(service, [(text, src)], target, sampling, request)
+        return JSONResponse(_result(job, detections))
+
+    job, events = await submit(service, [(text, src)], target, sampling)
+
+    def sse(kind: str, body: dict) -> str:
+        return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def stream():
+        yield sse("start", {"segments": job.num_segments,
+                            "detectedLanguage": _detected(detections[0]) if detections[0] else None})
+        async for event in events_until_done(service, job, events, request):
+            if event.kind == "segment":
+                (partial,) = job.settled_texts()
+                yield sse("progress", {"done": job.num_done, "total": job.num_segments, "partial": partial})
+            elif event.kind == "error":
+                yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
+            elif event.kind == "done":
+                yield sse("done", _result(job, detections))
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def health(request: Request) -> JSONResponse:
+    service: Service = request.app.state.service
+    status = service.status()
+    used, total = service.gpu_memory()
+    engine = service.engine
+    decision = service.decision
+    body = {
+        "status": status,
+        "gpu_memory_used_gb": used,
+        "gpu_memory_total_gb": total,
+        "gpu": decision.gpu["name"] if decision.gpu else None,
+        "profile": decision.profile,
+        "weights": decision.weights,
+        "kv_cache": decision.kv_cache,
+        "batch_tokens": decision.batch_tokens,
+        "attention": engine.attention if engine else None,
+        "model": service.settings.model,
+        "queue_depth": engine.queue_depth if engine else 0,
+        "queue_limit": service.settings.max_queue_segments,
+        "oom_recoveries": engine.runner.stats.oom_events if engine else 0,
+        "load_s": round(engine.load_s, 2) if engine else None,
+        "uptime_s": round(time.monotonic() - service.started_at, 1),
+        "decision_reason": decision.reason,
+    }
+    if decision.gpu is None:
+        body["note"] = "no GPU: CPU profile, gpu_memory_used_gb is 0"
+    if service.load_error:
+        body["error"] = service.load_error
+    return JSONResponse(body, status_code=200 if status in ("healthy", "degraded") else 503)
+
+
+async def index(request: Request) -> FileResponse:
+    return FileResponse(UI_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def docs(request: Request) -> FileResponse:
+    return FileResponse(UI_DIR / "docs.html")

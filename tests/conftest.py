@@ -1,0 +1,44 @@
+"""Shared fixtures: one tiny test model per run, and a CPU engine on it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hymt.settings import Settings
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+
+@pytest.fixture(scope="session")
+def test_model(tmp_path_factory) -> Path:
+    from hymt.testmodel import make_test_model
+
+    existing = os.environ.get("HYMT_TEST_MODEL")
+    if existing and Path(existing, "config.json").is_file():
+        return Path(existing)
+    return make_test_model(tmp_path_factory.mktemp("model") / "tiny-hunyuan-mt")
+
+
+@pytest.fixture(scope="session")
+def cpu_settings(test_model) -> Settings:
+    # Short outputs keep the random-weight model fast; greedy keeps it deterministic.
+    return Settings(model=str(test_model), profile="cpu", greedy=True, max_new_tokens=12)
+
+
+@pytest.fixture(scope="session")
+def engine(cpu_settings):
+    from hymt.engine.engine import start
+    from hymt.planning import decide
+
+    eng = start(cpu_settings, decide(cpu_settings))
+    yield eng
+    eng.stop()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

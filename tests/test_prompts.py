@@ -1,0 +1,52 @@
+from transformers import AutoTokenizer
+
+import pytest
+
+from hymt import prompts
+from hymt.languages import resolve
+
+CASES = [
+    ("zh", "en", "你好，世界。", "<|startoftext|>把下面的文本翻译成英语，不要额外解释。\n\n你好，世界。<|extra_0|>"),
+    ("en", "zh", "Hello, world.", "<|startoftext|>把下面的文本翻译成中文，不要额外解释。\n\nHello, world.<|extra_0|>"),
+    ("fr", "de", "Bonjour le monde.",
+     "<|startoftext|>Translate the following segment into German, without additional explanation.\n\n"
+     "Bonjour le monde.<|extra_0|>"),
+    ("ug", "zh", "ياخشىمۇسىز", "<|startoftext|>把下面的文本翻译成中文，不要额外解释。\n\nياخشىمۇسىز<|extra_0|>"),
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(test_model):
+    return AutoTokenizer.from_pretrained(test_model)
+
+
+@pytest.mark.parametrize("source,target,text,expected", CASES)
+def test_rendered_prompt_equals_official_template(tokenizer, source, target, text, expected):
+    message = prompts.user_message(resolve(source), resolve(target), text)
+    assert prompts.render(tokenizer, message) == expected
+
+
+def test_prompt_tokens_start_with_bos_and_end_the_user_turn(tokenizer):
+    rendered = prompts.render(tokenizer, prompts.user_message(resolve("en"), resolve("de"), "Hi"))
+    ids = tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    assert ids[0] == 127958
+    assert ids[-1] == 127962
+    assert tokenizer.convert_tokens_to_ids("<|eos|>") == 127960
+
+
+def test_system_turn_rendering(tokenizer):
+    text = tokenizer.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}],
+        tokenize=False)
+    assert text == "<|startoftext|>S<|extra_4|>U<|extra_0|>A<|eos|>"
+
+
+def test_unknown_source_uses_english_template_unless_target_is_chinese():
+    assert prompts.user_message(None, resolve("de"), "x").startswith("Translate the following segment into German")
+    assert prompts.user_message(None, resolve("zh"), "x").startswith("把下面的文本翻译成中文")
+
+
+def test_sampling_defaults_are_the_recommended_ones():
+    assert prompts.Sampling().generate_kwargs() == {"do_sample": True, "top_k": 20, "top_p": 0.6,
+                                                    "temperature": 0.7, "repetition_penalty": 1.05}
+    assert prompts.Sampling(greedy=True).generate_kwargs()["do_sample"] is False
