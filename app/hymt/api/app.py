@@ -26,24 +26,29 @@ from .service import Service
 log = logging.getLogger("hymt.api")
 
 
-def error_body(message: str, error_type: str, **extra) -> dict:
+def error_body(request: Request, message: str, error_type: str, **extra) -> dict:
+    """One error shape: {"error": message, "error_type": code}. Under /v1/ "error" is an object as OpenAI
+    clients expect ({"message", "type", "code"}); "error_type" is there in both."""
+    if request.url.path.startswith("/v1/"):
+        return {"error": {"message": message, "type": error_type, "code": error_type}, "error_type": error_type,
+                **extra}
     return {"error": message, "error_type": error_type, **extra}
 
 
 async def hymt_error(request: Request, exc: HymtError) -> JSONResponse:
     headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
-    return JSONResponse(error_body(exc.message, exc.error_type), status_code=exc.status, headers=headers)
+    return JSONResponse(error_body(request, exc.message, exc.error_type), status_code=exc.status, headers=headers)
 
 
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
     kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(str(exc.detail), kind), status_code=exc.status_code)
+    return JSONResponse(error_body(request, str(exc.detail), kind), status_code=exc.status_code)
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     error_id = uuid.uuid4().hex[:12]
     log.exception("unexpected error %s on %s %s", error_id, request.method, request.url.path)
-    return JSONResponse(error_body(f"internal error (id {error_id}, see the server log)", "internal_error",
+    return JSONResponse(error_body(request, f"internal error (id {error_id}, see the server log)", "internal_error",
                                    error_id=error_id), status_code=500)
 
 

@@ -34,6 +34,7 @@ def _detected(d: Detection | None) -> dict:
 
 async def translate(request: Request) -> JSONResponse:
     service = _service(request)
+    service.ready_engine()  # 503 while loading, before any parsing or detection work
     settings = service.settings
     data = await parsing.read_body(request, settings)
     parsing.check_api_key(data, request, settings)

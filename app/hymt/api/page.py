@@ -26,6 +26,7 @@ def _result(job, detections) -> dict:
 
 async def translate(request: Request) -> Response:
     service: Service = request.app.state.service
+    service.ready_engine()  # 503 while loading, before any parsing or detection work
     settings = service.settings
     data = await parsing.read_body(request, settings)
     parsing.check_api_key(data, request, settings)
@@ -49,7 +50,7 @@ async def translate(request: Request) -> Response:
         async for event in events_until_done(service, job, events, request):
             if event.kind == "segment":
                 (partial,) = job.settled_texts()
-                yield sse("progress", {"done": job.num_done, "total": job.num_segments, "partial": partial})
+                yield sse("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
             elif event.kind == "error":
                 yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
             elif event.kind == "done":

@@ -35,6 +35,7 @@ class Event:
     kind: str  # "segment", "done" or "error"
     job: "Job"
     index: int = -1
+    num_done: int = 0  # segments finished when the event was sent
     error: HymtError | None = None
 
 
@@ -183,7 +184,7 @@ class Engine:
             self._end(job, output)
             return
         job.results[work.index] = cleanup.clean(source_text, output)
-        self._emit(job, Event("segment", job, index=work.index))
+        self._emit(job, Event("segment", job, index=work.index, num_done=job.num_done))
         if job.num_done == job.num_segments:
             self._end(job, None)
 

@@ -1,0 +1,53 @@
+"""Real `hymt serve` processes on localhost for the API, browser and appliance tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model: Path, log_path: Path, **env: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        environ = {**os.environ, "HYMT_GREEDY": "1", "HYMT_MAX_NEW_TOKENS": "12", "HYMT_PROFILE": "cpu",
+                   "HYMT_LOG_LEVEL": "info", **env}
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hymt", "serve", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(self.port)], env=environ, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}: {self.log_path.read_text()}")
+            try:
+                response = httpx.get(f"{self.url}/health", timeout=2)
+                if response.status_code == 200:
+                    return response.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"server not healthy after {timeout} s: {self.log_path.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
