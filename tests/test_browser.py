@@ -1,0 +1,124 @@
+"""The web page in a real headless Chromium (Debian's package) driven by Playwright: what a person does."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from servers import Server
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+@pytest.fixture(scope="module")
+def server(test_model, tmp_path_factory):
+    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "browser.log", HYMT_MAX_CHARS="2000")
+    srv.wait_healthy()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium package is not installed (tests/run.sh installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"], accept_downloads=True,
+                                  viewport={"width": 1100, "height": 800})
+    pg = context.new_page()
+    pg.goto(server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    yield pg
+    context.close()
+
+
+def test_type_translate_swap_copy(page, artifacts):
+    page.fill("#input", "Hello world. How are you today?\n\nSecond paragraph.")
+    assert page.inner_text("#counter").startswith("50 / 2,000")
+    page.select_option("#target", "de")
+    page.press("#input", "Control+Enter")
+    page.wait_for_function("document.querySelector('#output').textContent.length > 0 && "
+                           "!document.querySelector('#translate').disabled")
+    output = page.inner_text("#output")
+    assert output.count("\n") == 2
+    assert page.inner_text("#detected").startswith("Detected: English")
+    page.wait_for_function("document.querySelector('#status').textContent.includes('profile cpu')")
+    page.screenshot(path=str(artifacts / "page-translated.png"), full_page=True)
+
+    page.click("#copy")
+    assert page.evaluate("navigator.clipboard.readText()") == page.text_content("#output")
+
+    page.click("#swap")
+    assert page.input_value("#source") == "de" and page.input_value("#target") == "en"
+    assert page.input_value("#input") == output
+
+
+def test_search_picker_filters_languages(page):
+    page.fill("#target-filter", "tibet")
+    options = page.eval_on_selector_all("#target option", "els => els.map(e => e.value)")
+    assert options == ["bo"]
+    page.fill("#target-filter", "粤")
+    assert page.eval_on_selector_all("#target option", "els => els.map(e => e.value)") == ["yue"]
+
+
+def test_upload_srt_and_download_result(page, tmp_path):
+    srt = tmp_path / "clip.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nHello there.\n\n2\n00:00:03,000 --> 00:00:04,000\n"
+                   "Goodbye.\n", encoding="utf-8")
+    page.select_option("#target", "fr")
+    page.set_input_files("#file", str(srt))
+    page.wait_for_selector("#download:not([hidden])")
+    with page.expect_download() as info:
+        page.click("#download")
+    download = info.value
+    assert download.suggested_filename == "clip.fr.srt"
+    lines = open(download.path(), encoding="utf-8").read().split("\n")
+    assert lines[0] == "1" and lines[1] == "00:00:01,000 --> 00:00:02,000" and lines[4] == "2"
+    assert len(lines) == 8 and lines[-1] == ""
+
+
+def test_clear_and_over_limit_message(page):
+    page.fill("#input", "x" * 2001)
+    assert "over" in page.get_attribute("#counter", "class")
+    page.click("#translate")
+    assert "Too long" in page.inner_text("#message")
+    page.click("#clear")
+    assert page.input_value("#input") == "" and page.inner_text("#output") == ""
+
+
+def test_phone_sized_screen_and_dark_mode(browser, server, artifacts):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True)
+    pg = context.new_page()
+    pg.goto(server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    width = pg.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390
+    background = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(18, 18, 18)"
+    assert pg.get_attribute("#input", "dir") == "auto" and pg.get_attribute("#output", "dir") == "auto"
+    pg.screenshot(path=str(artifacts / "page-phone-dark.png"), full_page=True)
+    context.close()
+
+
+def test_keyboard_only(page):
+    page.focus("#input")
+    page.keyboard.type("Good night.")
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function("document.querySelector('#output').textContent.length > 0")
+    page.keyboard.press("Shift+Tab")
+    focused = page.evaluate("document.activeElement.id")
+    assert focused == "target"
