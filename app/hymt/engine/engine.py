@@ -266,7 +266,7 @@ def _warm_up(runner: ModelRunner, budget: int, max_batch_size: int, device: str)
         rows, prompt_len, new_tokens = 1, 8, 4
     else:
         rows = max(1, min(max_batch_size, budget // 512))
-        new_tokens = 128
+        new_tokens = 32
         prompt_len = max(8, budget // rows - new_tokens)
     vocab = min(runner.loaded.config.vocab_size, runner.loaded.pad_id)
     generator = torch.Generator().manual_seed(0)
