@@ -7,6 +7,8 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 GIB = 1024 ** 3
+# Held by the driver for the CUDA context and kernels, outside torch's allocator (measured about 0.5 GiB).
+CUDA_CONTEXT_BYTES = int(0.6 * GIB)
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,12 @@ def visible_gpu(card_gb: float | None) -> GpuMemory | None:
 
 
 def apply_memory_cap(card_gb: float | None) -> None:
-    """Make torch's allocator behave like a card of `card_gb` GiB on a larger real one."""
+    """Make torch's allocator behave like a card of `card_gb` GiB on a larger real one: on a real card the CUDA
+    context takes its share of the card too, so the allocator gets the card less the context."""
     if not card_gb:
         return
     import torch
 
     if torch.cuda.is_available():
         total = torch.cuda.get_device_properties(0).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, card_gb * GIB / total))
+        torch.cuda.set_per_process_memory_fraction(min(1.0, (card_gb * GIB - CUDA_CONTEXT_BYTES) / total))

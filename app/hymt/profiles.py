@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .errors import ConfigError, HymtError
-from .hardware import GIB, GpuMemory
+from .hardware import CUDA_CONTEXT_BYTES, GIB, GpuMemory
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,6 @@ TIERS: tuple[Tier, ...] = (
 CPU_TIER = Tier("cpu", "fp32", "fp32", "cpu")
 BY_NAME = {t.name: t for t in (*TIERS, CPU_TIER)}
 
-CUDA_CONTEXT_BYTES = int(0.6 * GIB)  # held by the driver for the CUDA context and kernels, outside torch's allocator
 ALLOCATOR_SLACK = 0.08  # share of the rest kept free for fragmentation in torch's caching allocator
 MIN_BATCH_TOKENS = 512
 MAX_BATCH_TOKENS = 65536

@@ -25,6 +25,8 @@ class Settings:
     # Forces the batch token budget instead of the planner's.
     batch_tokens: int | None = None
     max_batch_size: int = 32
+    # How long an idle engine waits for more requests before starting a batch (milliseconds).
+    batch_wait_ms: int = 20
     max_segment_tokens: int = 256
     max_new_tokens: int = 1024
     greedy: bool = False
@@ -52,6 +54,8 @@ class Settings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
+        if self.batch_wait_ms < 0:
+            raise ConfigError(f"HYMT_BATCH_WAIT_MS must be 0 or more, not {self.batch_wait_ms}")
         if self.batch_tokens is not None and self.batch_tokens <= 0:
             raise ConfigError(f"HYMT_BATCH_TOKENS must be positive, not {self.batch_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:

@@ -161,8 +161,13 @@ class Engine:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._stopping and not self.scheduler.waiting:
-                    self._cond.wait()
+                if not self.scheduler.waiting and not self._stopping:
+                    while not self._stopping and not self.scheduler.waiting:
+                        self._cond.wait()
+                    # Coming out of idle: give requests arriving together a moment to share the first batch.
+                    deadline = time.monotonic() + self.settings.batch_wait_ms / 1000
+                    while not self._stopping and (remaining := deadline - time.monotonic()) > 0:
+                        self._cond.wait(remaining)
                 if self._stopping:
                     return
                 batch = self.scheduler.next_batch()

@@ -34,9 +34,16 @@ class _CancelledRows(StoppingCriteria):
 
     def __init__(self, is_cancelled: Sequence[Callable[[], bool]]):
         self.is_cancelled = is_cancelled
+        self.none: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        return torch.tensor([c() for c in self.is_cancelled], dtype=torch.bool, device=input_ids.device)
+        flags = [c() for c in self.is_cancelled]
+        if any(flags):
+            return torch.tensor(flags, dtype=torch.bool, device=input_ids.device)
+        # The common case reuses one device tensor: no host-to-device copy on every decoding step.
+        if self.none is None:
+            self.none = torch.zeros(len(flags), dtype=torch.bool, device=input_ids.device)
+        return self.none
 
 
 class ModelRunner:
