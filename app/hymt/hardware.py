@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
+
+log = logging.getLogger("hymt.hardware")
 
 GIB = 1024 ** 3
 # Held by the driver for the CUDA context and kernels, outside torch's allocator (measured about 0.5 GiB).
@@ -88,18 +91,19 @@ def process_gpu_memory_bytes(pid: int, index: int = 0) -> int | None:
 
 
 def visible_gpu(card_gb: float | None) -> GpuMemory | None:
-    """The card to plan for: a simulated one when `card_gb` is set, else the real one if torch can use it."""
-    real = None
-    try:
-        import torch
+    """The card to plan for: a simulated one when `card_gb` is set, else the real one (NVML, then nvidia-smi),
+    provided torch can use it."""
+    real = read_gpu()
+    if real is not None:
+        try:
+            import torch
 
-        if torch.cuda.is_available():
-            real = read_gpu()
-            if real is None:
-                free, total = torch.cuda.mem_get_info()
-                real = GpuMemory(torch.cuda.get_device_name(), int(total), int(free), "torch")
-    except ImportError:
-        pass
+            usable = torch.cuda.is_available()
+        except ImportError:
+            usable = False
+        if not usable:
+            log.warning("found %s, but this torch build cannot use CUDA: planning for the CPU", real.name)
+            real = None
     return simulate(real, card_gb) if card_gb else real
 
 

@@ -39,6 +39,17 @@ class Settings:
     decision_file: str | None = None
     log_level: str = "info"
     empty_cache_after_batch: bool = False
+    # The appliance: where supervisord keeps its socket, and how the health service watches the server.
+    run_dir: str = "/run/hymt"
+    health_port: int = 8081
+    health_interval_s: float = 5.0
+    health_failures: int = 3  # consecutive failed checks before the server is restarted
+    health_grace_s: float = 900.0  # how long a (re)started server may stay "loading"
+    health_backoff_max_s: float = 300.0
+
+    @property
+    def supervisor_url(self) -> str:
+        return f"unix://{self.run_dir}/supervisor.sock"
 
     def replace(self, **changes) -> "Settings":
         """A copy with command-line overrides applied (None means: keep the environment's value)."""
@@ -49,7 +60,8 @@ class Settings:
     def validate(self) -> None:
         if self.profile not in PROFILE_CHOICES:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
-        positive = ("port", "target_batch_tokens", "max_batch_size", "max_segment_tokens", "max_new_tokens",
+        positive = ("port", "health_port", "health_interval_s", "health_failures", "health_backoff_max_s",
+                "target_batch_tokens", "max_batch_size", "max_segment_tokens", "max_new_tokens",
                     "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -88,7 +100,7 @@ def _parse(name: str, type_name: str, raw: str):
             raise ValueError(raw)
         if type_name in ("int", "int | None"):
             return int(raw)
-        if type_name == "float | None":
+        if type_name in ("float", "float | None"):
             return float(raw)
         if type_name == "tuple[str, ...]":
             return tuple(part.strip() for part in raw.split(",") if part.strip())

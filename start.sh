@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# One click: the hymt appliance with Docker and the NVIDIA runtime, or natively (--native) under the same
+# supervisord programs. Usage: ./start.sh [--native] [--model DIR] [--port N] [--stop] [--help]
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+
+native=0; stop=0; model=""; port=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --native) native=1 ;;
+    --stop) stop=1 ;;
+    --model) [ $# -ge 2 ] || { echo "start.sh: --model needs a directory" >&2; exit 2; }; model=$2; shift ;;
+    --port) [ $# -ge 2 ] || { echo "start.sh: --port needs a number" >&2; exit 2; }; port=$2; shift ;;
+    -h|--help) sed -n '2,3p' "$0" | sed 's/^# //'; exit 0 ;;
+    *) echo "start.sh: unknown option $1 (see ./start.sh --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "$model" ]; then
+  [ -f "$model/config.json" ] || { echo "start.sh: $model is not a model directory (no config.json)" >&2; exit 2; }
+  model=$(cd "$model" && pwd)
+fi
+if [ -n "$port" ] && ! [[ "$port" =~ ^[0-9]+$ ]]; then echo "start.sh: --port must be a number" >&2; exit 2; fi
+
+wait_healthy() {  # $1: command printing the state, $2: URL
+  local started=$SECONDS state
+  while :; do
+    state=$($1 2>/dev/null || true)
+    printf '\rwaiting for the model to load: %-10s %4ds ' "${state:-starting}" $((SECONDS - started))
+    case "$state" in
+      healthy|degraded) printf '\nhymt is ready: %s\n' "$2"; return 0 ;;
+      unhealthy|failed) printf '\n'; return 1 ;;
+    esac
+    sleep 2
+  done
+}
+
+# --- natively, under the same supervisord configuration as the image ---------------------------------------------
+run_native() {
+  export HYMT_ROOTFS="$ROOT/rootfs" HYMT_RUN_DIR="$ROOT/.run" HYMT_LOG_DIR="$ROOT/.run/logs"
+  export HYMT_PYTHON="$ROOT/.venv/bin/python" HYMT_SUPERVISORD="$ROOT/.venv/bin/supervisord"
+  local sock="unix://$HYMT_RUN_DIR/supervisor.sock"
+  if [ "$stop" = 1 ]; then
+    "$ROOT/.venv/bin/supervisorctl" -s "$sock" shutdown >/dev/null 2>&1 && echo "hymt stopped" || echo "hymt is not running"
+    return 0
+  fi
+  command -v python3 >/dev/null || { echo "start.sh: python3 is missing: install Python 3.10 or newer" >&2; exit 1; }
+  if [ ! -x .venv/bin/python ]; then
+    echo "creating .venv"; python3 -m venv .venv
+  fi
+  echo "installing hymt and its pinned dependencies into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+  if command -v nvidia-smi >/dev/null 2>&1; then extras="[gpu]"; else extras=""; fi
+  .venv/bin/pip install -q --disable-pip-version-check -e ".$extras"
+  [ -n "$model" ] && export HYMT_MODEL="$model"
+  # Port 80 needs root outside a container; natively the default is 8080.
+  export HYMT_PORT="${port:-${HYMT_PORT:-8080}}"
+  if .venv/bin/supervisorctl -s "$sock" status hymt-server >/dev/null 2>&1; then
+    echo "start.sh: hymt is already running natively (./start.sh --native --stop first)" >&2; exit 1
+  fi
+  mkdir -p "$HYMT_LOG_DIR"
+  setsid nohup rootfs/usr/local/bin/hymt-entrypoint >"$HYMT_LOG_DIR/appliance.log" 2>&1 < /dev/null &
+  local pid=$!
+  probe() {
+    if ! kill -0 "$pid" 2>/dev/null; then echo failed; return; fi
+    if .venv/bin/supervisorctl -s "$sock" status hymt-server 2>/dev/null | grep -q FATAL; then echo failed; return; fi
+    "$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" | cut -d: -f1
+  }
+  if ! wait_healthy probe "http://localhost:$HYMT_PORT/"; then
+    echo "start.sh: the appliance did not come up: $(grep -h 'hymt: \|error' "$HYMT_LOG_DIR"/*.log | tail -n 1)" >&2
+    exit 1
+  fi
+  echo "logs: $HYMT_LOG_DIR; stop with ./start.sh --native --stop"
+}
+
+# --- with Docker and the NVIDIA container runtime -----------------------------------------------------------------
+run_docker() {
+  if [ "$stop" = 1 ]; then docker compose down; return 0; fi
+  if ! docker info >/dev/null 2>&1; then
+    echo "start.sh: Docker's engine is not reachable (is the daemon running, may this user use it?); or run ./start.sh --native" >&2
+    exit 1
+  fi
+  if ! docker info --format '{{json .Runtimes}}' | grep -q nvidia && ! docker info 2>/dev/null | grep -qi 'cdi.*nvidia'; then
+    echo "start.sh: the NVIDIA container runtime is missing: install nvidia-container-toolkit, or run ./start.sh --native" >&2
+    exit 1
+  fi
+  [ -n "$model" ] && export HYMT_MODEL_DIR="$model" HYMT_MODEL_ID=""
+  [ -n "$port" ] && export HYMT_HOST_PORT="$port"
+  if ! docker image inspect "${HYMT_IMAGE:-hymt:latest}" >/dev/null 2>&1; then
+    echo "building the image (downloads the model once; this takes a while)"
+    docker compose build
+  fi
+  docker compose up -d
+  local cid; cid=$(docker compose ps -q hymt)
+  probe() { docker inspect --format '{{.State.Health.Status}}' "$cid"; }
+  wait_healthy probe "http://localhost:${HYMT_HOST_PORT:-80}/" || {
+    echo "start.sh: the container is unhealthy: $(docker compose logs --tail 5 hymt | tail -n 1)" >&2; exit 1; }
+}
+
+if [ "$native" = 1 ]; then
+  run_native
+elif ! command -v docker >/dev/null 2>&1; then
+  echo "Docker is not installed: starting natively (use --native to skip this check)"
+  run_native
+else
+  run_docker
+fi

@@ -1,0 +1,196 @@
+"""The appliance as it runs natively: the entrypoint, supervisord with both programs, the health service's
+restarts, the probe, the profile decision for simulated cards, and the Docker files' linters."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servers import free_port
+
+pytestmark = pytest.mark.appliance
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def base_env(tmp: Path, **extra) -> dict:
+    return {**os.environ, "HYMT_ROOTFS": str(ROOT / "rootfs"), "HYMT_RUN_DIR": str(tmp / "run"),
+            "HYMT_LOG_DIR": str(tmp / "logs"), "HYMT_PYTHON": sys.executable,
+            "HYMT_SUPERVISORD": str(BIN / "supervisord"), **extra}
+
+
+class Appliance:
+    def __init__(self, tmp: Path, model: Path):
+        self.port, self.health_port = free_port(), free_port()
+        self.env = base_env(tmp, HYMT_MODEL=str(model), HYMT_PORT=str(self.port),
+                            HYMT_HEALTH_PORT=str(self.health_port), HYMT_HEALTH_INTERVAL_S="1",
+                            HYMT_HEALTH_FAILURES="3", HYMT_MAX_NEW_TOKENS="8", HYMT_GREEDY="1")
+        self.log = open(tmp / "entrypoint.log", "w")
+        self.process = subprocess.Popen([str(ROOT / "rootfs/usr/local/bin/hymt-entrypoint")], env=self.env,
+                                        stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        from healthcheck.service import supervisor_rpc
+        from hymt.settings import Settings
+
+        self.rpc = supervisor_rpc(Settings(run_dir=self.env["HYMT_RUN_DIR"]))
+
+    def health(self) -> dict:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return {"status": "unreachable"}
+
+    def wait(self, predicate, timeout: float = 120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.5)
+        raise TimeoutError(f"condition not met in {timeout} s; log: {Path(self.log.name).read_text()[-2000:]}")
+
+    def server_pid(self) -> int:
+        return self.rpc.supervisor.getProcessInfo("hymt-server")["pid"]
+
+    def stop(self):
+        try:
+            self.rpc.supervisor.shutdown()
+            self.process.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - whatever state it is in, the process group goes
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def appliance(test_model, tmp_path_factory):
+    app = Appliance(tmp_path_factory.mktemp("appliance"), test_model)
+    app.wait(lambda: app.health().get("status") == "healthy")
+    yield app
+    app.stop()
+
+
+def test_all_programs_running_and_health(appliance):
+    states = {p["name"]: p["statename"] for p in appliance.rpc.supervisor.getAllProcessInfo()}
+    assert states == {"hymt-server": "RUNNING", "hymt-health": "RUNNING"}
+    health = appliance.health()
+    assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0 and "no GPU" in health["note"]
+    assert health["profile"] == "cpu"
+    watcher = appliance.wait(lambda: httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").json()
+                             if httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").status_code == 200
+                             else None)
+    assert watcher["gpu_memory_used_gb"] == 0 and watcher["server_state"] == "RUNNING"
+    decision = json.loads((Path(appliance.env["HYMT_RUN_DIR"]) / "decision.json").read_text())
+    assert decision["profile"] == "cpu"
+
+
+def test_killed_server_is_restarted_by_supervisord(appliance):
+    old = appliance.server_pid()
+    os.kill(old, signal.SIGKILL)
+    appliance.wait(lambda: appliance.server_pid() not in (0, old))
+    appliance.wait(lambda: appliance.health().get("status") == "healthy")
+
+
+def test_hung_server_is_detected_and_restarted_by_the_health_service(appliance):
+    old = appliance.server_pid()
+    os.kill(old, signal.SIGSTOP)
+    appliance.wait(lambda: appliance.server_pid() not in (0, old), timeout=60)
+    appliance.wait(lambda: appliance.health().get("status") == "healthy")
+    watcher = httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").json()
+    assert watcher["restarts"] >= 1
+    assert "restarting hymt-server: unreachable" in (Path(appliance.env["HYMT_LOG_DIR"]) / "health.log").read_text()
+
+
+def probe(port: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "healthcheck.probe", "--port", str(port)], capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_probe_exit_codes(appliance):
+    ok = probe(appliance.port)
+    assert ok.returncode == 0 and ok.stdout.startswith("healthy: profile cpu")
+    down = probe(free_port())
+    assert down.returncode == 1 and down.stdout.startswith("unreachable:")
+    assert len(down.stdout.strip().splitlines()) == 1
+
+
+def decide_like_the_entrypoint(tmp: Path, card_gb: str | None) -> subprocess.CompletedProcess:
+    extra = {"HYMT_MODEL": "tencent/Hunyuan-MT-7B"}
+    if card_gb is not None:
+        extra["HYMT_GPU_MEMORY_GB"] = card_gb
+    env = base_env(tmp, **extra)
+    env.pop("HYMT_PROFILE", None)
+    init = ROOT / "rootfs/etc/hymt/init.d"
+    return subprocess.run(["sh", "-c", f'. "{init}/10-defaults.sh" && . "{init}/20-profile.sh"'], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("card_gb,profile", [("8", "nf4"), ("12", "nf4"), ("16", "nf4"), ("24", "bf16"),
+                                             ("48", "bf16"), ("80", "bf16"), (None, "cpu")])
+def test_entrypoint_profile_decision(tmp_path, card_gb, profile):
+    result = decide_like_the_entrypoint(tmp_path, card_gb)
+    assert result.returncode == 0, result.stderr
+    decision = json.loads((tmp_path / "run/decision.json").read_text())
+    assert decision["profile"] == profile
+    assert f"hymt: profile {profile}" in result.stdout
+    if profile == "cpu":
+        assert "no usable NVIDIA GPU" in result.stderr
+
+
+def test_entrypoint_refuses_a_six_gb_card_in_one_line(tmp_path):
+    result = decide_like_the_entrypoint(tmp_path, "6")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("hymt: cannot start: the model does not fit in 6.0 GiB")
+    assert not (tmp_path / "run/decision.json").exists()
+
+
+def test_dockerfile_passes_hadolint():
+    result = subprocess.run([str(BIN / "hadolint"), str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_file_matches_the_compose_specification():
+    result = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
+                             str(ROOT / "docker-compose.yml")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_start_sh_native_brings_up_a_healthy_appliance(test_model, tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}
+    env.update(HYMT_MAX_NEW_TOKENS="8")
+    try:
+        up = subprocess.run([str(ROOT / "start.sh"), "--native", "--model", str(test_model), "--port", str(port)],
+                            capture_output=True, text=True, timeout=600, env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"hymt is ready: http://localhost:{port}/" in up.stdout
+        assert httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "healthy"
+    finally:
+        down = subprocess.run([str(ROOT / "start.sh"), "--native", "--stop"], capture_output=True, text=True,
+                              timeout=60, env=env)
+    assert "hymt stopped" in down.stdout
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")
+def test_start_sh_without_a_docker_engine_says_what_to_do():
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    result = subprocess.run([str(ROOT / "start.sh")], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("start.sh: Docker's engine is not reachable (is the daemon running, may this "
+                                     "user use it?); or run ./start.sh --native")
+
+
+def test_start_sh_bad_arguments():
+    for args, needle in ((["--bogus"], "unknown option --bogus"), (["--model", "/nope"], "not a model directory"),
+                         (["--port", "x"], "--port must be a number")):
+        result = subprocess.run([str(ROOT / "start.sh"), *args], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 2 and needle in result.stderr
