@@ -77,7 +77,8 @@ def _table(records, tiers, extras, env, new_tokens) -> str:
                      f"{_fmt(r['ratio_concurrent16'], 'x')} |")
     if tiers:
         lines += ["", "Every tier forced on the 80 GB card:", "",
-                  "| profile | weights | KV cache | peak alloc / reserved GiB | OOM | tok/s batch 1 | tok/s 16 concurrent |",
+                  "| profile | weights | KV cache | peak alloc / reserved GiB | OOM | tok/s batch 1 "
+                  "| tok/s 16 concurrent |",
                   "|---|---|---|---|---|---|---|"]
         for t in tiers:
             lines.append(f"| {t.get('profile', t.get('forced_profile'))} | {_fmt(t.get('weights'))} | "

@@ -77,7 +77,8 @@ def build(model_dir: Path) -> dict:
     params = sum(p.numel() for p in model.parameters())
     model.save_pretrained(model_dir, max_shard_size="4GB")
     build_tokenizer().save_pretrained(model_dir)
-    return {"params": params, "weight_gib": round(params * 2 / GIB, 2), "build_s": round(time.perf_counter() - started, 1)}
+    return {"params": params, "weight_gib": round(params * 2 / GIB, 2),
+            "build_s": round(time.perf_counter() - started, 1)}
 
 
 def _requests():

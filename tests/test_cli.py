@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-SAMPLES = ["Hello world. How are you?", "你好，世界。今天天气很好！", "Bonjour le monde.", "  indented line  ", "", "\t",
+SAMPLES = ["Hello world. How are you?", "你好，世界。今天天气很好！", "Bonjour le monde.", "  indented line  ", "",
+           "\t",
            "Привет, мир! Как дела?", "བཀྲ་ཤིས་བདེ་ལེགས། ཁྱེད་རང་སྐུ་གཟུགས་བདེ་པོ་ཡིན་པས།", "مرحبا بالعالم",
            "สวัสดีครับ ยินดีที่ได้รู้จัก", "12345", "こんにちは。元気ですか？", "", ""]
 

@@ -159,8 +159,8 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, *, forced: str = "auto", targ
             raise ConfigError(f"unknown profile {forced!r}")
         fits = per_tier[tier.name][0]
         if fits < MIN_BATCH_TOKENS:
-            raise HymtError(error_type="does_not_fit", message=f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
-                              f"{_need_gib(shape, tier, max_batch_size):.1f} GiB")
+            raise HymtError(f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
+                            f"{_need_gib(shape, tier, max_batch_size):.1f} GiB", error_type="does_not_fit")
         return _decide(tier, _clamp(batch_tokens or fits), "forced by HYMT_PROFILE", gpu, numbers)
 
     candidates = [t for t in TIERS if t.auto]
@@ -176,8 +176,9 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, *, forced: str = "auto", targ
                f"{best.name} leaves the most ({fits})")
         return _decide(best, _clamp(batch_tokens or fits), why, gpu, numbers)
     smallest = min(candidates, key=lambda t: _need_gib(shape, t, max_batch_size))
-    raise HymtError(error_type="does_not_fit", message=f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
-                      f"({smallest.name}) needs about {_need_gib(shape, smallest, max_batch_size):.1f} GiB")
+    raise HymtError(f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
+                    f"({smallest.name}) needs about {_need_gib(shape, smallest, max_batch_size):.1f} GiB",
+                    error_type="does_not_fit")
 
 
 def _need_gib(shape: ModelShape, tier: Tier, max_batch_size: int) -> float:
