@@ -10,9 +10,6 @@ ZH_TEMPLATE = "把下面的文本翻译成{target}，不要额外解释。\n\n{t
 XX_TEMPLATE = "Translate the following segment into {target}, without additional explanation.\n\n{text}"
 
 # The rendering the model was trained on: <|startoftext|>{user}<|extra_0|>; the answer ends with <|eos|>.
-BOS_TOKEN = "<|startoftext|>"
-END_OF_USER_TOKEN = "<|extra_0|>"
-END_OF_SYSTEM_TOKEN = "<|extra_4|>"
 STOP_TOKEN = "<|eos|>"
 PAD_TOKEN = "<|pad|>"
 

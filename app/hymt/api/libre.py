@@ -26,7 +26,7 @@ def detect_sources(texts: list[str], source: Language | None) -> tuple[list[Lang
     return [d.language if d else None for d in found], found
 
 
-def _detected(d: Detection | None) -> dict:
+def detected_json(d: Detection | None) -> dict:
     # LibreTranslate reports confidence in percent.
     return {"language": d.language.code, "confidence": round(d.confidence * 100, 1)} if d else \
         {"language": "auto", "confidence": 0.0}
@@ -60,7 +60,8 @@ async def translate(request: Request) -> JSONResponse:
 
     body: dict = {"translatedText": results if as_list else results[0]}
     if source is None:
-        body["detectedLanguage"] = [_detected(d) for d in detections] if as_list else _detected(detections[0])
+        found = [detected_json(d) for d in detections]
+        body["detectedLanguage"] = found if as_list else found[0]
     if "alternatives" in data:
         body["alternatives"] = [[] for _ in results] if as_list else []
     return JSONResponse(body)
@@ -72,7 +73,7 @@ async def detect_language(request: Request) -> JSONResponse:
     parsing.check_api_key(data, request, service.settings)
     texts, _ = parsing.texts(data, "q", service.settings)
     found = await run_in_threadpool(detect, "\n".join(texts))
-    return JSONResponse([_detected(found)] if found else [])
+    return JSONResponse([detected_json(found)] if found else [])
 
 
 def language_list() -> list[dict]:

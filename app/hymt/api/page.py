@@ -12,7 +12,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 
 from ..prompts import Sampling
 from . import parsing
-from .libre import _detected, detect_sources
+from .libre import detected_json, detect_sources
 from .service import Service, events_until_done, run_to_end, submit
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
@@ -21,7 +21,7 @@ UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 def _result(job, detections) -> dict:
     (text,) = job.texts()
     return {"translatedText": text, "segments": job.num_segments, **job.flags(),
-            "detectedLanguage": _detected(detections[0]) if detections[0] is not None else None}
+            "detectedLanguage": detected_json(detections[0]) if detections[0] is not None else None}
 
 
 async def translate(request: Request) -> Response:
@@ -46,7 +46,7 @@ async def translate(request: Request) -> Response:
 
     async def stream():
         yield sse("start", {"segments": job.num_segments,
-                            "detectedLanguage": _detected(detections[0]) if detections[0] else None})
+                            "detectedLanguage": detected_json(detections[0]) if detections[0] else None})
         async for event in events_until_done(service, job, events, request):
             if event.kind == "segment":
                 (partial,) = job.settled_texts()
@@ -78,6 +78,7 @@ async def health(request: Request) -> JSONResponse:
         "attention": engine.attention if engine else None,
         "model": service.settings.model,
         "queue_depth": engine.queue_depth if engine else 0,
+        "running_segments": engine.running_segments if engine else 0,
         "queue_limit": service.settings.max_queue_segments,
         "oom_recoveries": engine.runner.stats.oom_events if engine else 0,
         "load_s": round(engine.load_s, 2) if engine else None,

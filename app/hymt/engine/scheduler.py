@@ -22,10 +22,6 @@ class Work:
     min_new_tokens: int = 0
     payload: object = field(default=None, repr=False)
 
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt_ids) + self.max_new_tokens
-
 
 def padded_cost(works: list[Work]) -> int:
     """Tokens a batch occupies once left-padded to its longest prompt and run to its longest output budget."""
