@@ -223,3 +223,21 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog):
         health = client.get("/health")
         assert health.status_code == 503 and health.json()["status"] == "unhealthy"
         assert client.post("/translate", json={"q": "hi", "target": "de"}).status_code == 503
+
+
+def test_api_keys_when_configured(test_model, tmp_path):
+    srv = Server(test_model, tmp_path / "keys.log", HYMT_API_KEYS="k1,k2")
+    try:
+        srv.wait_healthy()
+        refused = httpx.post(f"{srv.url}/translate", json={"q": "hi", "source": "en", "target": "de"})
+        assert refused.status_code == 403 and refused.json()["error_type"] == "invalid_api_key"
+        wrong = httpx.post(f"{srv.url}/translate", json={"q": "hi", "target": "de", "api_key": "nope"})
+        assert wrong.status_code == 403
+        ok = httpx.post(f"{srv.url}/translate", data={"q": "hi", "source": "en", "target": "de", "api_key": "k2"})
+        assert ok.status_code == 200
+        bearer = httpx.post(f"{srv.url}/v1/chat/completions", headers={"Authorization": "Bearer k1"},
+                            json={"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "hi"}]})
+        assert bearer.status_code == 200
+        assert httpx.get(f"{srv.url}/frontend/settings").json()["keyRequired"] is True
+    finally:
+        srv.stop()

@@ -1,0 +1,92 @@
+"""The health service's decisions, against a stand-in for supervisord's XML-RPC interface."""
+
+from __future__ import annotations
+
+import pytest
+
+from healthcheck import service
+from hymt.settings import Settings
+
+
+class FakeSupervisor:
+    def __init__(self, state="RUNNING"):
+        self.state, self.calls, self.pid = state, [], 100
+
+    def getProcessInfo(self, name):  # noqa: N802 - supervisord's method names
+        return {"statename": self.state, "pid": self.pid}
+
+    def stopProcess(self, name, wait):  # noqa: N802
+        self.calls.append("stop")
+
+    def startProcess(self, name, wait):  # noqa: N802
+        self.calls.append("start")
+
+    def signalProcess(self, name, sig):  # noqa: N802
+        self.calls.append(f"signal {sig}")
+
+
+class FakeRpc:
+    def __init__(self, state="RUNNING"):
+        self.supervisor = FakeSupervisor(state)
+
+
+@pytest.fixture
+def monitor(monkeypatch):
+    answers = []
+    monkeypatch.setattr(service, "server_health", lambda settings: answers.pop(0))
+    monkeypatch.setattr(service, "read_gpu", lambda: None)
+    settings = Settings(health_interval_s=1, health_failures=3, health_backoff_max_s=8, health_grace_s=60)
+    mon = service.Monitor(settings, rpc=FakeRpc())
+    return mon, answers
+
+
+def test_healthy_server_is_left_alone(monitor):
+    mon, answers = monitor
+    answers += [(200, {"status": "healthy"})] * 5
+    for _ in range(5):
+        mon.check()
+    assert mon.rpc.supervisor.calls == [] and mon.latest["status"] == "healthy"
+
+
+def test_loading_within_grace_is_not_a_failure(monitor):
+    mon, answers = monitor
+    answers += [(503, {"status": "loading"})] * 5
+    for _ in range(5):
+        mon.check()
+    assert mon.rpc.supervisor.calls == []
+
+
+def test_hung_server_is_killed_after_three_silent_checks(monitor):
+    mon, answers = monitor
+    answers += [(None, {"error": "timeout"})] * 3
+    mon.check(), mon.check()
+    assert mon.rpc.supervisor.calls == []
+    mon.check()
+    assert mon.rpc.supervisor.calls == ["signal KILL"] and mon.restarts == 1
+
+
+def test_unhealthy_answers_mean_a_graceful_restart(monitor):
+    mon, answers = monitor
+    answers += [(503, {"status": "unhealthy", "error": "engine stopped"})] * 3
+    for _ in range(3):
+        mon.check()
+    assert mon.rpc.supervisor.calls == ["stop", "start"]
+    assert mon.latest["error"] == "engine stopped"
+
+
+def test_crash_loop_given_up_by_supervisord_is_restarted_with_back_off(monitor, monkeypatch):
+    mon, answers = monitor
+    mon.rpc.supervisor.state = "FATAL"
+    clock = [1000.0]
+    monkeypatch.setattr(service.time, "monotonic", lambda: clock[0])
+    answers += [(None, {"error": "refused"})] * 40
+    restarts_at = []
+    for _ in range(40):
+        before = mon.restarts
+        mon.check()
+        if mon.restarts > before:
+            restarts_at.append(clock[0])
+        clock[0] += 1
+    gaps = [b - a for a, b in zip(restarts_at, restarts_at[1:])]
+    assert gaps == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0]  # doubling, capped at health_backoff_max_s
+    assert all(call == "start" for call in mon.rpc.supervisor.calls)
