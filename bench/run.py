@@ -267,6 +267,8 @@ PARTS = {
     "b": [("ours", 12, "auto", False), ("baseline", 12), ("ours", 8, "auto", False), ("baseline", 8),
           ("ours", 80, "bf16-int8kv", False), ("ours", 80, "nf4", False), ("ours", 80, "nf4-int8kv", False),
           ("ours", 80, "int8", False), ("lora", 12)],
+    # After the engine learned to gather requests that arrive together (side by side with the baseline again).
+    "c": [("ours", 24, "auto", False), ("baseline", 24), ("ours", 80, "auto", False), ("ours", 8, "auto", False)],
 }
 
 

@@ -25,8 +25,8 @@ class Settings:
     # Forces the batch token budget instead of the planner's.
     batch_tokens: int | None = None
     max_batch_size: int = 32
-    # How long an idle engine waits for more requests before starting a batch (milliseconds).
-    batch_wait_ms: int = 20
+    # The longest an idle engine waits for requests arriving together before it starts a batch (milliseconds).
+    batch_wait_ms: int = 100
     max_segment_tokens: int = 256
     max_new_tokens: int = 1024
     greedy: bool = False

@@ -164,10 +164,7 @@ class Engine:
                 if not self.scheduler.waiting and not self._stopping:
                     while not self._stopping and not self.scheduler.waiting:
                         self._cond.wait()
-                    # Coming out of idle: give requests arriving together a moment to share the first batch.
-                    deadline = time.monotonic() + self.settings.batch_wait_ms / 1000
-                    while not self._stopping and (remaining := deadline - time.monotonic()) > 0:
-                        self._cond.wait(remaining)
+                    self._gather_arrivals()
                 if self._stopping:
                     return
                 batch = self.scheduler.next_batch()
@@ -180,6 +177,20 @@ class Engine:
                 self.running_segments = 0
             for work, output in zip(batch, outputs):
                 self._deliver(work, output)
+
+    def _gather_arrivals(self) -> None:
+        """Coming out of idle, let requests that arrive together share the first batch: wait while the queue keeps
+        growing (a pause of 10 ms ends it), at most `batch_wait_ms`. Called with the lock held."""
+        deadline = time.monotonic() + self.settings.batch_wait_ms / 1000
+        quiet_s = min(0.01, self.settings.batch_wait_ms / 1000)
+        while not self._stopping:
+            waiting = self.scheduler.num_waiting
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._cond.wait(min(quiet_s, remaining))
+            if self.scheduler.num_waiting == waiting:
+                return
 
     def _deliver(self, work: Work, output: str | HymtError) -> None:
         job, source_text = work.payload
