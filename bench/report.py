@@ -15,8 +15,14 @@ def _ratio(ours, base):
     return round(ours / base, 2) if ours and base else None
 
 
+MAIN_PARTS = ("part_a.json", "part_b.json")
+
+
 def write_report(out: Path) -> None:
-    parts = [json.loads(p.read_text()) for p in sorted(out.glob("part_*.json"))]
+    """Parts a and b make the main table (every card, every tier); later parts, run after engine changes, are
+    reported in their own table with the ratios of their own run."""
+    parts = [json.loads((out / name).read_text()) for name in MAIN_PARTS]
+    later = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("part_*.json")) if p.name not in MAIN_PARTS}
     env = parts[0]["environment"]
     new_tokens = parts[0]["new_tokens"]
     cards: dict[float, dict] = {}
@@ -49,9 +55,10 @@ def write_report(out: Path) -> None:
         rec.update(environment=env, new_tokens=new_tokens)
         records.append(rec)
         (out / f"card_{card:g}gb.json").write_text(json.dumps(rec, indent=2) + "\n")
-    summary = {"environment": env, "new_tokens": new_tokens, "cards": records, "tiers_on_80gb": tiers, **extras}
+    summary = {"environment": env, "new_tokens": new_tokens, "cards": records, "tiers_on_80gb": tiers, **extras,
+               "later_runs": {name: part["records"] for name, part in later.items()}}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "table.md").write_text(_table(records, tiers, extras, env, new_tokens))
+    (out / "table.md").write_text(_table(records, tiers, extras, env, new_tokens) + _later_tables(later))
     _chart(records, out / "chart.png")
 
 
@@ -86,6 +93,33 @@ def _table(records, tiers, extras, env, new_tokens) -> str:
                          f"{_fmt(t.get('peak_reserved_gb'))} | {_fmt(t.get('oom_events'))} | "
                          f"{_fmt(t.get('tok_s_batch1'))} | {_fmt(t.get('tok_s_concurrent16'))} |")
     return "\n".join(lines) + "\n"
+
+
+def _batches(sizes: dict | None) -> str:
+    """{"13": 1, "3": 1} -> "13 + 3": the batches the 16 concurrent requests ran in."""
+    if not sizes:
+        return "–"
+    return " + ".join(size for size, n in sorted(sizes.items(), key=lambda kv: -int(kv[0])) for _ in range(n))
+
+
+def _later_tables(later: dict) -> str:
+    lines = []
+    for name, part in later.items():
+        base = {r["card_gb"]: r for r in part["records"] if r["kind"] == "baseline"}
+        lines += ["", f"Later run `{name}` (same commands, engine as committed with it):", "",
+                  "| card | profile | tok/s batch 1 | tok/s 16 concurrent | batches for the 16 | time in generate "
+                  "| baseline batch 1 | baseline 16 concurrent | ratio 16 concurrent |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in part["records"]:
+            if r["kind"] != "ours":
+                continue
+            b = base.get(r["card_gb"], {})
+            lines.append(f"| {r['card_gb']:g} GB | {r.get('profile')} | {r.get('tok_s_batch1')} | "
+                         f"{r.get('tok_s_concurrent16')} | {_batches(r.get('concurrent16_batches'))} | "
+                         f"{_fmt(r.get('concurrent16_generate_share'))} | {_fmt(b.get('baseline_tok_s_batch1'))} | "
+                         f"{_fmt(b.get('baseline_tok_s_concurrent16'))} | "
+                         f"{_fmt(_ratio(r.get('tok_s_concurrent16'), b.get('baseline_tok_s_concurrent16')), 'x')} |")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def _chart(records, path: Path) -> None:

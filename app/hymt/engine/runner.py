@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -27,6 +28,7 @@ class BatchStats:
     tokens_out: int = 0
     oom_events: int = 0
     batch_sizes: Counter = field(default_factory=Counter)  # segments per batch -> number of batches
+    generate_s: float = 0.0  # time spent inside `generate`
 
 
 class _CancelledRows(StoppingCriteria):
@@ -111,8 +113,10 @@ class ModelRunner:
             **sampling.generate_kwargs(),
         )
         model = self.loaded.model
+        started = time.perf_counter()
         with torch.inference_mode(), _adapter(model, adapter, self.has_adapters):
             out = model.generate(**kwargs)
+        self.stats.generate_s += time.perf_counter() - started
         new_tokens = out[:, longest:].tolist()
         texts = []
         for work, row in zip(batch, new_tokens):
