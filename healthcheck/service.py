@@ -148,7 +148,8 @@ def serve(settings: Settings) -> None:
         def log_message(self, *args):
             pass
 
-    http = ThreadingHTTPServer(("0.0.0.0", settings.health_port), Handler)
+    # Loopback only: it is for the probe and operators inside the container, not for the network.
+    http = ThreadingHTTPServer(("127.0.0.1", settings.health_port), Handler)
     threading.Thread(target=http.serve_forever, name="health-http", daemon=True).start()
     log.info("health service on :%d watching :%d every %.1f s", settings.health_port, settings.port,
              settings.health_interval_s)

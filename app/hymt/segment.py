@@ -16,8 +16,6 @@ import sentencex
 CountTokens = Callable[[str], int]
 
 _LINE_BREAK = re.compile(r"(\r\n|\n|\r)")
-# Anything that an editor could show as a new line, removed from translations so a segment stays on its line.
-_ANY_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _WORD = re.compile(r"\S+\s*")
 # Tibetan marks clause ends with a shad; sentencex does not split on it, so an over-long Tibetan sentence is cut there.
 _TIBETAN_CLAUSE = re.compile(r"[^།]+།+\s*|[^།]+$")
@@ -32,7 +30,7 @@ class Document:
         if len(translations) != len(self.segments):
             raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
         # A segment sits inside one line, so a line break in its translation would add lines: it becomes a space.
-        flat = [_ANY_BREAK.sub(" ", t) for t in translations]
+        flat = [_LINE_BREAK.sub(" ", t) for t in translations]
         return "".join(flat[p] if isinstance(p, int) else p for p in self.pieces)
 
     def join_prefix(self, translations: Sequence[str | None]) -> str:
@@ -42,7 +40,7 @@ class Document:
             if isinstance(piece, int):
                 if translations[piece] is None:
                     break
-                out.append(_ANY_BREAK.sub(" ", translations[piece]))
+                out.append(_LINE_BREAK.sub(" ", translations[piece]))
             else:
                 out.append(piece)
         return "".join(out)
