@@ -1,4 +1,4 @@
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from hymt.segment import split
 
@@ -15,6 +15,8 @@ def roundtrip(text: str, max_tokens: int = 40, lang: str = "en") -> str:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab .。！?\n\r\t 你好།་ـا")) | st.characters(), max_size=300),
        st.integers(min_value=1, max_value=60))
+@example("00000\x1eA", 1)
+@example("a\u2028b\r\n\rc\x85", 2)
 def test_split_then_join_gives_back_the_input(text, max_tokens):
     assert roundtrip(text, max_tokens) == text
 
