@@ -19,4 +19,15 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+
+# `hymt quantize` needs gptqmodel, which imports torchvision; PyPI's torchvision does not import beside the CPU
+# torch 2.13.0 build, so its tests run in a second venv with torch 2.14.1 and torchvision 0.29.1 (on this disk).
+if [ -z "${HYMT_SKIP_QUANTIZE_TESTS:-}" ] && [ $# -eq 0 ]; then
+  if [ ! -x .venv-quantize/bin/python ]; then
+    python3 -m venv .venv-quantize
+  fi
+  .venv-quantize/bin/pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
+  .venv-quantize/bin/pip install -q --disable-pip-version-check -e ".[quantize]" pytest==9.2.0 pytest-timeout==2.4.0
+  .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/test_quantize.py
+fi

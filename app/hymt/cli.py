@@ -1,4 +1,4 @@
-"""`hymt`: translate | serve | profile | make-test-model. Exit codes: 0 done, 2 bad arguments, 1 runtime failure;
+"""`hymt`: translate | serve | profile | quantize | make-test-model. Exit codes: 0 done, 2 bad arguments, 1 runtime failure;
 every failure is one readable line on stderr."""
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("make-test-model", help="write a tiny random-weight Hunyuan-MT checkpoint")
     m.add_argument("directory")
+
+    q = sub.add_parser("quantize", help="make an INT4 GPTQ checkpoint from a bf16 one (needs hymt[quantize])")
+    q.add_argument("--model", required=True, help="the bf16 checkpoint directory or hub id")
+    q.add_argument("--out", required=True, help="an empty or new directory for the quantized checkpoint")
+    q.add_argument("--bits", type=int, default=4, choices=(4, 8))
+    q.add_argument("--group-size", type=int, default=128)
+    q.add_argument("--calibration", help="a text file of extra calibration prompts, one per line")
     return parser
 
 
@@ -59,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args, settings)
         if args.command == "profile":
             return _profile(args, settings)
+        if args.command == "quantize":
+            return _quantize(args)
         if args.command == "make-test-model":
             from .testmodel import make_test_model
 
@@ -142,6 +151,20 @@ def _serve(args, settings: Settings) -> int:
     settings = settings.replace(model=args.model, host=args.host, port=args.port, profile=args.profile)
     logging.getLogger().setLevel(settings.log_level.upper())
     serve(settings)
+    return 0
+
+
+def _quantize(args) -> int:
+    from .engine.quantize import quantize
+
+    extra = []
+    if args.calibration:
+        try:
+            with open(args.calibration, encoding="utf-8") as f:
+                extra = [line.strip() for line in f if line.strip()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"cannot read {args.calibration}: {exc}") from None
+    print(quantize(args.model, args.out, bits=args.bits, group_size=args.group_size, extra_calibration=extra))
     return 0
 
 

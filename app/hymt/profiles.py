@@ -49,16 +49,23 @@ class ModelShape:
     head_dim: int
     vocab_size: int
     tied_embeddings: bool
+    # A checkpoint quantized ahead of time (GPTQ/AWQ): its weights keep that format whatever the tier.
+    quantized_bits: int | None = None
+    quantized_format: str | None = None  # e.g. "gptq-int4"
 
     @classmethod
     def from_config(cls, config) -> "ModelShape":
         heads = config.num_attention_heads
+        quant = getattr(config, "quantization_config", None)
+        bits = _get(quant, "bits") if quant else None
         return cls(
             hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
             num_layers=config.num_hidden_layers, num_heads=heads,
             num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
             head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
             vocab_size=config.vocab_size, tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+            quantized_bits=int(bits) if bits else None,
+            quantized_format=f"{_get(quant, 'quant_method')}-int{bits}" if bits else None,
         )
 
     @property
@@ -99,6 +106,10 @@ class ModelShape:
         logits = 2 * 4 * self.vocab_size * max_batch_size
         dequant = 2 * self.hidden_size * self.intermediate_size if weights in ("nf4", "int8") else 0
         return logits + dequant
+
+
+def _get(obj, key: str):
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
 @dataclass
@@ -161,20 +172,22 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, *, forced: str = "auto", targ
         if fits < MIN_BATCH_TOKENS:
             raise HymtError(f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
                             f"{_need_gib(shape, tier, max_batch_size):.1f} GiB", error_type="does_not_fit")
-        return _decide(tier, _clamp(batch_tokens or fits), "forced by HYMT_PROFILE", gpu, numbers)
+        return _decide(tier, _clamp(batch_tokens or fits), "forced by HYMT_PROFILE", gpu, numbers,
+                       shape.quantized_format)
 
-    candidates = [t for t in TIERS if t.auto]
+    # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of NF4).
+    candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights == "nf4")]
     for tier in candidates:
         fits = per_tier[tier.name][0]
         if fits >= target_batch_tokens:
             why = f"highest-fidelity tier leaving room for {target_batch_tokens} batch tokens in {gib:.1f} GiB"
-            return _decide(tier, _clamp(batch_tokens or fits), why, gpu, numbers)
+            return _decide(tier, _clamp(batch_tokens or fits), why, gpu, numbers, shape.quantized_format)
     best = max(candidates, key=lambda t: per_tier[t.name][0])
     fits = per_tier[best.name][0]
     if fits >= MIN_BATCH_TOKENS:
         why = (f"no tier leaves room for {target_batch_tokens} batch tokens in {gib:.1f} GiB; "
                f"{best.name} leaves the most ({fits})")
-        return _decide(best, _clamp(batch_tokens or fits), why, gpu, numbers)
+        return _decide(best, _clamp(batch_tokens or fits), why, gpu, numbers, shape.quantized_format)
     smallest = min(candidates, key=lambda t: _need_gib(shape, t, max_batch_size))
     raise HymtError(f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
                     f"({smallest.name}) needs about {_need_gib(shape, smallest, max_batch_size):.1f} GiB",
@@ -192,6 +205,7 @@ def _clamp(tokens: int) -> int:
     return max(MIN_BATCH_TOKENS, min(MAX_BATCH_TOKENS, tokens))
 
 
-def _decide(tier: Tier, batch_tokens: int, reason: str, gpu: GpuMemory | None, numbers: dict) -> Decision:
-    return Decision(profile=tier.name, weights=tier.weights, kv_cache=tier.kv_cache, device=tier.device,
+def _decide(tier: Tier, batch_tokens: int, reason: str, gpu: GpuMemory | None, numbers: dict,
+            weights: str | None = None) -> Decision:
+    return Decision(profile=tier.name, weights=weights or tier.weights, kv_cache=tier.kv_cache, device=tier.device,
                     batch_tokens=batch_tokens, reason=reason, gpu=gpu.to_json() if gpu else None, numbers=numbers)

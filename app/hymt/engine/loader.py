@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,11 +104,13 @@ def load(model: str, tier: Tier) -> Loaded:
     quantization = _quantization(tier, config)
     dtype = torch.float32 if tier.device == "cpu" else torch.bfloat16
     try:
-        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model_obj = AutoModelForCausalLM.from_pretrained(
-            checkpoint, config=config, dtype=dtype, attn_implementation=attention,
-            quantization_config=quantization, device_map={"": 0} if tier.device == "cuda" else None,
-        )
+        # Quantization libraries print banners; stdout is the translation's (hymt translate), so they go to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+            model_obj = AutoModelForCausalLM.from_pretrained(
+                checkpoint, config=config, dtype=dtype, attn_implementation=attention,
+                quantization_config=quantization, device_map={"": 0} if tier.device == "cuda" else None,
+            )
     except torch.OutOfMemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - any loading failure is reported as one line
