@@ -1,5 +1,5 @@
-"""`hymt`: translate | serve | profile | quantize | make-test-model. Exit codes: 0 done, 2 bad arguments, 1 runtime failure;
-every failure is one readable line on stderr."""
+"""`hymt`: translate | serve | profile | quantize | make-test-model. Exit codes: 0 done, 2 bad arguments,
+1 runtime failure; every failure is one readable line on stderr."""
 
 from __future__ import annotations
 
