@@ -99,6 +99,7 @@ def _translate(args, settings: Settings) -> int:
 
     from . import detect, languages, prompts
     from .engine import engine as engine_mod
+    from .hardware import apply_memory_cap
     from .planning import decide
 
     settings = settings.replace(model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens,
@@ -116,8 +117,6 @@ def _translate(args, settings: Settings) -> int:
     if source is None:
         found = detect.detect(text)
         source = found.language if found else None
-
-    from .hardware import apply_memory_cap
 
     decision = decide(settings)
     apply_memory_cap(settings.gpu_memory_gb)

@@ -71,13 +71,14 @@ async def chat_completions(request: Request):
     if not stream:
         job = await run_to_end(service, [(text, src)], target, sampling, request)
         (translated,) = job.texts()
+        tokens_in = service.engine.runner.count_tokens(text)
         tokens_out = sum(service.engine.runner.count_tokens(r.text) for r in job.results if r)
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": translated},
                          "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": service.engine.runner.count_tokens(text), "completion_tokens": tokens_out,
-                      "total_tokens": service.engine.runner.count_tokens(text) + tokens_out},
+            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                      "total_tokens": tokens_in + tokens_out},
         })
 
     job, events = await submit(service, [(text, src)], target, sampling)

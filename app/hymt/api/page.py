@@ -18,10 +18,9 @@ from .service import Service, events_until_done, run_to_end, submit
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 
-def _result(job, detections) -> dict:
+def _result(job, detected: dict | None) -> dict:
     (text,) = job.texts()
-    return {"translatedText": text, "segments": job.num_segments, **job.flags(),
-            "detectedLanguage": detected_json(detections[0]) if detections[0] is not None else None}
+    return {"translatedText": text, "segments": job.num_segments, **job.flags(), "detectedLanguage": detected}
 
 
 async def translate(request: Request) -> Response:
@@ -34,10 +33,11 @@ async def translate(request: Request) -> Response:
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
-    (src,), detections = await run_in_threadpool(detect_sources, [text], source)
+    (src,), (found,) = await run_in_threadpool(detect_sources, [text], source)
+    detected = detected_json(found) if found else None
     if not parsing.flag(data, "stream"):
         job = await run_to_end(service, [(text, src)], target, sampling, request)
-        return JSONResponse(_result(job, detections))
+        return JSONResponse(_result(job, detected))
 
     job, events = await submit(service, [(text, src)], target, sampling)
 
@@ -45,8 +45,7 @@ async def translate(request: Request) -> Response:
         return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
 
     async def stream():
-        yield sse("start", {"segments": job.num_segments,
-                            "detectedLanguage": detected_json(detections[0]) if detections[0] else None})
+        yield sse("start", {"segments": job.num_segments, "detectedLanguage": detected})
         async for event in events_until_done(service, job, events, request):
             if event.kind == "segment":
                 (partial,) = job.settled_texts()
@@ -54,7 +53,7 @@ async def translate(request: Request) -> Response:
             elif event.kind == "error":
                 yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
             elif event.kind == "done":
-                yield sse("done", _result(job, detections))
+                yield sse("done", _result(job, detected))
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -43,7 +43,6 @@ class Event:
 class Job:
     id: int
     target: Language
-    sources: list[Language | None]
     documents: list[segment.Document]
     refs: list[tuple[int, int]]  # segment number -> (document, segment within it)
     listener: Callable[[Event], None] | None = None
@@ -118,7 +117,7 @@ class Engine:
         count = self.runner.count_tokens
         documents = [segment.split(text, count, self.settings.max_segment_tokens, src.code if src else "en")
                      for text, src in items]
-        job = Job(id=next(self._ids), target=target, sources=[src for _, src in items], documents=documents,
+        job = Job(id=next(self._ids), target=target, documents=documents,
                   refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
                   listener=listener)
         job.results = [None] * job.num_segments
