@@ -3,6 +3,7 @@
     python bench/run.py build --model-dir /tmp/hymt-7b          # the real 7B architecture, random weights, on disk
     python bench/run.py cards --model-dir /tmp/hymt-7b --out bench/results --cards 8,12,16,24,80
     python bench/run.py tiers --model-dir /tmp/hymt-7b --out bench/results   # every tier forced, 80 GB card
+    python bench/run.py part --part e --model-dir /tmp/hymt-7b --out bench/results   # GPTQ INT4, batch profile
     python bench/run.py report --out bench/results                          # table (markdown) and chart (PNG)
 
 Every measurement runs in its own process, so each simulated card (a cap on the process's share of the real GPU,
@@ -141,11 +142,117 @@ def measure_ours(model_dir: Path, card_gb: float, new_tokens: int, profile: str,
     record["concurrent16_batches"] = {str(k): v for k, v in sorted(engine.runner.stats.batch_sizes.items())}
     record["concurrent16_generate_share"] = round(engine.runner.stats.generate_s / elapsed, 3)
     record["oom_events"] = ooms_batch1 + engine.runner.stats.oom_events
+    record["linear_kernel"] = _linear_kernel(engine.runner.loaded.model)
     if torch.cuda.is_available():
         record["peak_allocated_gb"] = round(torch.cuda.max_memory_allocated() / GIB, 2)
         record["peak_reserved_gb"] = round(torch.cuda.max_memory_reserved() / GIB, 2)
     engine.stop()
     return record
+
+
+def _linear_kernel(model) -> str:
+    """The class that runs the attention projections: which kernel serves a quantized checkpoint."""
+    return next(type(m).__name__ for name, m in model.named_modules() if name.endswith("q_proj"))
+
+
+def quantize_checkpoint(model_dir: Path, out_dir: Path) -> dict:
+    """`hymt quantize` on the 7B checkpoint: time, GPU memory and size on disk of the INT4 GPTQ result."""
+    import shutil
+
+    import gptqmodel
+    import torch
+    from transformers import AutoTokenizer
+
+    from hymt.engine.quantize import calibration_texts, quantize
+
+    shutil.rmtree(out_dir, ignore_errors=True)
+    started = time.perf_counter()
+    quantize(str(model_dir), out_dir)
+    size = sum(f.stat().st_size for f in out_dir.rglob("*.safetensors"))
+    bf16 = sum(f.stat().st_size for f in model_dir.rglob("*.safetensors"))
+    config = json.loads((out_dir / "config.json").read_text())["quantization_config"]
+    return {"quantize_s": round(time.perf_counter() - started, 1), "gptqmodel": gptqmodel.__version__,
+            "bits": config["bits"], "group_size": config["group_size"],
+            "calibration_prompts": len(calibration_texts(AutoTokenizer.from_pretrained(model_dir))),
+            "checkpoint_gib": round(size / GIB, 2), "bf16_checkpoint_gib": round(bf16 / GIB, 2),
+            "peak_reserved_gb": round(torch.cuda.max_memory_reserved() / GIB, 2)}
+
+
+def profile_batch(model_dir: Path, new_tokens: int) -> dict:
+    """Where a batch of 16 spends its time, on the 80 GB card (bf16)."""
+    from hymt.engine.engine import start
+    from hymt.hardware import apply_memory_cap
+    from hymt.planning import decide
+    from hymt.settings import Settings
+
+    settings = Settings(model=str(model_dir), gpu_memory_gb=80, greedy=True, max_new_tokens=new_tokens)
+    apply_memory_cap(80)
+    engine = start(settings, decide(settings))
+    try:
+        return step_times(engine.runner, new_tokens)
+    finally:
+        engine.stop()
+
+
+def step_times(runner, new_tokens: int) -> dict:
+    """Milliseconds per decoding step for 16 rows: our runner against a plain `generate` of the same left-padded
+    batch (with and without the repetition penalty), and of 16 equal prompts (no padding); then profiler tables of
+    our batch, to see where a step's time goes."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from hymt.engine.scheduler import Work
+    from hymt.prompts import Sampling, render, user_message
+
+    device, greedy = runner.device, Sampling(greedy=True)
+    model, tok, pad = runner.loaded.model, runner.loaded.tokenizer, runner.loaded.pad_id
+    works = [Work(job_id=0, index=i, prompt_ids=runner.encode(render(tok, user_message(None, target, text))),
+                  max_new_tokens=new_tokens, min_new_tokens=new_tokens, group=(None, greedy))
+             for i, (text, target) in enumerate(_requests())]
+    lengths = [len(w.prompt_ids) for w in works]
+    longest = max(lengths)
+    padded = torch.tensor([[pad] * (longest - len(w.prompt_ids)) + w.prompt_ids for w in works], device=device)
+    mask = (torch.arange(longest, device=device)[None, :] >= longest - torch.tensor(lengths, device=device)[:, None])
+    equal = torch.tensor([works[0].prompt_ids] * len(works), device=device)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def ms_per_step(fn) -> float:
+        fn()  # the first call of each shape pays for kernel selection
+        sync()
+        started = time.perf_counter()
+        fn()
+        sync()
+        return round((time.perf_counter() - started) * 1000 / new_tokens, 1)
+
+    def plain(ids, attention_mask=None, **extra):
+        with torch.inference_mode():
+            model.generate(input_ids=ids, attention_mask=attention_mask, max_new_tokens=new_tokens,
+                           min_new_tokens=new_tokens, do_sample=False, pad_token_id=pad, **extra)
+
+    never = [lambda: False] * len(works)
+    result = {
+        "rows": len(works), "prompt_tokens": lengths, "new_tokens": new_tokens,
+        "ms_per_step_ours_batch16": ms_per_step(lambda: runner.generate(works, never)),
+        "ms_per_step_ours_batch1": ms_per_step(lambda: runner.generate(works[:1], never[:1])),
+        "ms_per_step_plain_batch16_padded": ms_per_step(lambda: plain(padded, mask.long())),
+        "ms_per_step_plain_batch16_padded_repetition_penalty": ms_per_step(
+            lambda: plain(padded, mask.long(), repetition_penalty=1.05)),
+        "ms_per_step_plain_batch16_equal": ms_per_step(lambda: plain(equal)),
+        "ms_per_step_plain_batch1": ms_per_step(lambda: plain(equal[:1])),
+    }
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        runner.generate(works, never)
+        sync()
+    events = prof.key_averages()
+    for key, field in (("profile_top_device", "self_device_time_total"), ("profile_top_cpu", "self_cpu_time_total")):
+        top = sorted(events, key=lambda e: getattr(e, field), reverse=True)[:15]
+        result[key] = [{"op": e.key[:80], "calls": e.count, "self_device_ms": round(e.self_device_time_total / 1e3, 1),
+                        "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 1)} for e in top]
+    return result
 
 
 def measure_baseline(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
@@ -189,7 +296,7 @@ def measure_baseline(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
 
 def _child(kind: str, args, **extra) -> dict:
     """Run one measurement in a fresh process; a crash is recorded, not fatal to the run."""
-    cmd = [sys.executable, __file__, "one", "--kind", kind, "--model-dir", str(args.model_dir),
+    cmd = [sys.executable, __file__, "one", "--kind", kind, "--gptq-dir", str(args.gptq_dir),
            "--new-tokens", str(args.new_tokens)] + [f"--{k.replace('_', '-')}={v}" for k, v in extra.items()]
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout)
@@ -205,14 +312,18 @@ def environment() -> dict:
     import torch
     import transformers
 
-    try:
-        import bitsandbytes
-        bnb = bitsandbytes.__version__
-    except ImportError:
-        bnb = None
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
     return {"gpu": torch.cuda.get_device_name(0), "gpu_total_gib": round(torch.cuda.mem_get_info()[1] / GIB, 1),
             "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
-            "bitsandbytes": bnb, "python": platform.python_version(),
+            "bitsandbytes": installed("bitsandbytes"), "gptqmodel": installed("gptqmodel"),
+            "optimum": installed("optimum"), "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
 
@@ -275,6 +386,9 @@ PARTS = {
     # After the engine learned to gather requests that arrive together (side by side with the baseline again).
     "c": [("ours", 24, "auto", False), ("baseline", 24), ("ours", 80, "auto", False), ("ours", 8, "auto", False)],
     "d": [("ours", 80, "auto", False)],
+    # `hymt quantize` on the 7B, its INT4 GPTQ checkpoint served beside NF4 on the same cards, a batch profile.
+    "e": [("quantize", 0), ("ours", 8, "auto", False, "gptq"), ("ours", 8, "auto", False), ("profile", 80),
+          ("ours", 12, "auto", False, "gptq"), ("ours", 24, "auto", False, "gptq"), ("baseline", 24)],
 }
 
 
@@ -282,11 +396,13 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["build", "part", "one", "report"])
     parser.add_argument("--model-dir", type=Path, default=Path("/tmp/hymt-7b"))
+    parser.add_argument("--gptq-dir", type=Path, default=Path("/tmp/hymt-7b-gptq"),
+                        help="where part e writes the INT4 GPTQ checkpoint it then serves")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--part", choices=sorted(PARTS))
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--child-timeout", type=int, default=300)
-    parser.add_argument("--kind", choices=["ours", "baseline", "lora"])
+    parser.add_argument("--kind", choices=["ours", "baseline", "lora", "quantize", "profile"])
     parser.add_argument("--card", type=float)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--empty-cache", default="False")
@@ -302,6 +418,10 @@ def main() -> int:
             result = measure_ours(args.model_dir, args.card, args.new_tokens, args.profile, args.empty_cache == "True")
         elif args.kind == "lora":
             result = lora_on_nf4(args.model_dir, args.card, args.new_tokens)
+        elif args.kind == "quantize":
+            result = quantize_checkpoint(args.model_dir, args.gptq_dir)
+        elif args.kind == "profile":
+            result = profile_batch(args.model_dir, args.new_tokens)
         else:
             result = measure_baseline(args.model_dir, args.card, args.new_tokens)
         print(json.dumps(result), flush=True)
@@ -322,7 +442,10 @@ def main() -> int:
         extra = {"card": card}
         if kind == "ours":
             extra.update(profile=rest[0], empty_cache=rest[1])
-        record = {"kind": kind, "card_gb": card, **_child(kind, args, **extra)}
+        checkpoint = "gptq" if rest[2:] == ["gptq"] else "bf16"
+        record = {"kind": kind, "card_gb": card, "checkpoint": checkpoint,
+                  **_child(kind, args, model_dir=args.gptq_dir if checkpoint == "gptq" else args.model_dir,
+                           **extra)}
         results["records"].append(record)
         (args.out / f"part_{args.part}.json").write_text(json.dumps(results, indent=2) + "\n")
         print(json.dumps(record), flush=True)
