@@ -299,7 +299,13 @@ def _child(kind: str, args, **extra) -> dict:
     cmd = [sys.executable, __file__, "one", "--kind", kind, "--gptq-dir", str(args.gptq_dir),
            "--new-tokens", str(args.new_tokens)] + [f"--{k.replace('_', '-')}={v}" for k, v in extra.items()]
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout)
+    timeout = args.quantize_timeout if kind == "quantize" else args.child_timeout
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        sys.stderr.write(tail[-6000:])
+        return {"error": f"timed out after {timeout} s", "wall_s": round(time.perf_counter() - started, 1)}
     sys.stderr.write(proc.stderr[-3000:])
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -402,6 +408,7 @@ def main() -> int:
     parser.add_argument("--part", choices=sorted(PARTS))
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--child-timeout", type=int, default=300)
+    parser.add_argument("--quantize-timeout", type=int, default=900)
     parser.add_argument("--kind", choices=["ours", "baseline", "lora", "quantize", "profile"])
     parser.add_argument("--card", type=float)
     parser.add_argument("--profile", default="auto")
