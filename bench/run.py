@@ -3,7 +3,8 @@
     python bench/run.py build --model-dir /tmp/hymt-7b          # the real 7B architecture, random weights, on disk
     python bench/run.py cards --model-dir /tmp/hymt-7b --out bench/results --cards 8,12,16,24,80
     python bench/run.py tiers --model-dir /tmp/hymt-7b --out bench/results   # every tier forced, 80 GB card
-    python bench/run.py part --part e --model-dir /tmp/hymt-7b --out bench/results   # GPTQ INT4, batch profile
+    python bench/run.py part --part e --model-dir /tmp/hymt-7b --out bench/results   # hymt quantize (GPTQ INT4)
+    python bench/run.py part --part f --model-dir /tmp/hymt-7b --out bench/results   # serve it; batch profile
     python bench/run.py report --out bench/results                          # table (markdown) and chart (PNG)
 
 Every measurement runs in its own process, so each simulated card (a cap on the process's share of the real GPU,
@@ -392,8 +393,10 @@ PARTS = {
     # After the engine learned to gather requests that arrive together (side by side with the baseline again).
     "c": [("ours", 24, "auto", False), ("baseline", 24), ("ours", 80, "auto", False), ("ours", 8, "auto", False)],
     "d": [("ours", 80, "auto", False)],
-    # `hymt quantize` on the 7B, its INT4 GPTQ checkpoint served beside NF4 on the same cards, a batch profile.
-    "e": [("quantize", 0), ("ours", 8, "auto", False, "gptq"), ("ours", 8, "auto", False), ("profile", 80),
+    # `hymt quantize` on the 7B (about 8 minutes on an H200: run it apart from what serves its result) ...
+    "e": [("quantize", 0)],
+    # ... then its INT4 GPTQ checkpoint served beside NF4 on the same cards, and a profile of a batch of 16.
+    "f": [("ours", 8, "auto", False, "gptq"), ("ours", 8, "auto", False), ("profile", 80),
           ("ours", 12, "auto", False, "gptq"), ("ours", 24, "auto", False, "gptq"), ("baseline", 24)],
 }
 
@@ -428,7 +431,7 @@ def main() -> int:
         elif args.kind == "quantize":
             result = quantize_checkpoint(args.model_dir, args.gptq_dir)
         elif args.kind == "profile":
-            result = profile_batch(args.model_dir, args.new_tokens)
+            result = profile_batch(args.model_dir, min(args.new_tokens, 32))  # per-step figures need few steps
         else:
             result = measure_baseline(args.model_dir, args.card, args.new_tokens)
         print(json.dumps(result), flush=True)
