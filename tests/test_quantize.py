@@ -14,9 +14,9 @@ import pytest
 HAS_GPTQMODEL = importlib.util.find_spec("gptqmodel") is not None
 
 
-def hymt(*args, stdin=None, env=None):
+def hymt(*args, stdin=None, env=None, cwd=None):
     return subprocess.run([sys.executable, "-m", "hymt", *args], input=stdin, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "HYMT_MAX_NEW_TOKENS": "6", **(env or {})})
+                          timeout=900, env={**os.environ, "HYMT_MAX_NEW_TOKENS": "6", **(env or {})}, cwd=cwd)
 
 
 @pytest.mark.skipif(HAS_GPTQMODEL, reason="gptqmodel is installed here")
@@ -43,10 +43,12 @@ def test_calibration_covers_the_minority_languages(test_model):
 def quantized(test_model, tmp_path_factory):
     if not HAS_GPTQMODEL:
         pytest.skip("gptqmodel is not installed in this environment")
-    out = tmp_path_factory.mktemp("gptq") / "tiny-int4"
-    result = hymt("quantize", "--model", str(test_model), "--out", str(out), "--group-size", "32")
+    started_in = tmp_path_factory.mktemp("cwd")
+    result = hymt("quantize", "--model", str(test_model), "--out", "tiny-int4", "--group-size", "32", cwd=started_in)
     assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    assert result.stdout.strip() == str(started_in / "tiny-int4")
+    assert sorted(p.name for p in started_in.iterdir()) == ["tiny-int4"]  # no stray logs folder beside it
+    return started_in / "tiny-int4"
 
 
 @pytest.mark.quantize
@@ -55,6 +57,7 @@ def test_quantize_writes_an_int4_gptq_checkpoint(quantized):
     assert config["quantization_config"]["quant_method"] == "gptq"
     assert config["quantization_config"]["bits"] == 4
     assert (quantized / "tokenizer.json").is_file() and (quantized / "chat_template.jinja").is_file()
+    assert '"module": "self_attn.q_proj"' in (quantized / "quantize-losses.log").read_text()
 
 
 @pytest.mark.quantize

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,10 +60,21 @@ def calibration_texts(tokenizer) -> list[str]:
     return texts
 
 
+@contextlib.contextmanager
+def _working_directory(path: str):
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def quantize(model: str, out: str | Path, bits: int = 4, group_size: int = 128,
              extra_calibration: list[str] | None = None) -> Path:
     try:
-        from gptqmodel import GPTQModel, QuantizeConfig
+        with contextlib.redirect_stdout(sys.stderr):  # its import prints a banner; stdout is for the result's path
+            from gptqmodel import GPTQModel, QuantizeConfig
     except ImportError as exc:
         raise HymtError(f"hymt quantize needs gptqmodel (pip install 'hymt[quantize]'): {exc}",
                         error_type="missing_dependency") from None
@@ -72,18 +86,24 @@ def quantize(model: str, out: str | Path, bits: int = 4, group_size: int = 128,
     checkpoint = resolve_checkpoint(model)
     if getattr(load_config(checkpoint), "quantization_config", None) is not None:
         raise ConfigError(f"{checkpoint} is already quantized; quantize the bf16 checkpoint")
-    out = Path(out)
+    out = Path(out).absolute()
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty")
     texts = calibration_texts(AutoTokenizer.from_pretrained(checkpoint)) + list(extra_calibration or [])
     started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # gptqmodel's progress tables; stdout is for the result's path
+    # gptqmodel writes its per-module loss log under ./logs; run it in a scratch folder and keep that log with the
+    # checkpoint, instead of leaving a folder wherever the command was started.
+    with tempfile.TemporaryDirectory() as scratch, _working_directory(scratch), \
+            contextlib.redirect_stdout(sys.stderr):  # gptqmodel's progress tables; stdout is for the result's path
         # gptqmodel packs the int4 weights on the CPU by default; on the GPU that does the quantizing it is faster.
         config = QuantizeConfig(bits=bits, group_size=group_size,
                                 pack_impl="gpu" if torch.cuda.is_available() else "cpu")
-        quantized = GPTQModel.load(str(checkpoint), config)
+        quantized = GPTQModel.load(str(checkpoint.absolute()), config)
         quantized.quantize(texts, batch_size=1)
         quantized.save(str(out))
+        losses = sorted(Path(scratch, "logs").glob("*.log"))
+        if losses:
+            shutil.copyfile(losses[-1], out / "quantize-losses.log")
     log.info("quantized %s to %d-bit GPTQ in %.0f s on %d calibration prompts", checkpoint, bits,
              time.perf_counter() - started, len(texts))
     return out
