@@ -36,8 +36,7 @@ async def translate(request: Request) -> JSONResponse:
     service = _service(request)
     service.ready_engine()  # 503 while loading, before any parsing or detection work
     settings = service.settings
-    data = await parsing.read_body(request, settings)
-    parsing.check_api_key(data, request, settings)
+    data = await parsing.read_request(request, settings)
     texts, as_list = parsing.texts(data, "q", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
@@ -69,8 +68,7 @@ async def translate(request: Request) -> JSONResponse:
 
 async def detect_language(request: Request) -> JSONResponse:
     service = _service(request)
-    data = await parsing.read_body(request, service.settings)
-    parsing.check_api_key(data, request, service.settings)
+    data = await parsing.read_request(request, service.settings)
     texts, _ = parsing.texts(data, "q", service.settings)
     found = await run_in_threadpool(detect, "\n".join(texts))
     return JSONResponse([detected_json(found)] if found else [])

@@ -62,8 +62,7 @@ def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bo
 async def chat_completions(request: Request):
     service: Service = request.app.state.service
     service.ready_engine()  # 503 while loading, before any parsing or detection work
-    data = await parsing.read_body(request, service.settings)
-    parsing.check_api_key(data, request, service.settings)
+    data = await parsing.read_request(request, service.settings)
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     (src,), _ = await run_in_threadpool(detect_sources, [text], source)
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"

@@ -41,7 +41,14 @@ async def read_body(request: Request, settings: Settings) -> dict:
     return data
 
 
-def check_api_key(data: dict, request: Request, settings: Settings) -> None:
+async def read_request(request: Request, settings: Settings) -> dict:
+    """The body of a request that needs an API key (when keys are configured): read, then the key checked."""
+    data = await read_body(request, settings)
+    _check_api_key(data, request, settings)
+    return data
+
+
+def _check_api_key(data: dict, request: Request, settings: Settings) -> None:
     if not settings.api_keys:
         return
     key = data.get("api_key") or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
