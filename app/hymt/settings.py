@@ -61,7 +61,7 @@ class Settings:
         if self.profile not in PROFILE_CHOICES:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
         positive = ("port", "health_port", "health_interval_s", "health_failures", "health_backoff_max_s",
-                "target_batch_tokens", "max_batch_size", "max_segment_tokens", "max_new_tokens",
+                    "target_batch_tokens", "max_batch_size", "max_segment_tokens", "max_new_tokens",
                     "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments")
         for name in positive:
             if getattr(self, name) <= 0:

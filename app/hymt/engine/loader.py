@@ -26,7 +26,6 @@ class Loaded:
     config: object
     checkpoint: Path
     attention: str  # "flash_attention_2", "sdpa" or "eager"
-    weights: str  # the format actually in memory: "bf16", "nf4", "int8", "fp32", or a checkpoint's own ("awq", ...)
     stop_ids: list[int]
     pad_id: int
     load_s: float
@@ -125,8 +124,5 @@ def load(model: str, tier: Tier) -> Loaded:
     if stop_id is None or stop_id == tokenizer.unk_token_id:
         raise ModelLoadError(f"{checkpoint}'s tokenizer has no {STOP_TOKEN} token: not a Hunyuan-MT tokenizer")
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
-    quant = getattr(config, "quantization_config", None)
-    weights = (quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None))
     return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint, attention=attention,
-                  weights=str(weights) if weights else tier.weights, stop_ids=[stop_id], pad_id=pad_id,
-                  load_s=time.perf_counter() - started)
+                  stop_ids=[stop_id], pad_id=pad_id, load_s=time.perf_counter() - started)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -60,16 +59,6 @@ def calibration_texts(tokenizer) -> list[str]:
     return texts
 
 
-@contextlib.contextmanager
-def _working_directory(path: str):
-    previous = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
 def quantize(model: str, out: str | Path, bits: int = 4, group_size: int = 128,
              extra_calibration: list[str] | None = None) -> Path:
     try:
@@ -93,7 +82,7 @@ def quantize(model: str, out: str | Path, bits: int = 4, group_size: int = 128,
     started = time.perf_counter()
     # gptqmodel writes its per-module loss log under ./logs; run it in a scratch folder and keep that log with the
     # checkpoint, instead of leaving a folder wherever the command was started.
-    with tempfile.TemporaryDirectory() as scratch, _working_directory(scratch), \
+    with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch), \
             contextlib.redirect_stdout(sys.stderr):  # gptqmodel's progress tables; stdout is for the result's path
         # gptqmodel packs the int4 weights on the CPU by default; on the GPU that does the quantizing it is faster.
         config = QuantizeConfig(bits=bits, group_size=group_size,
