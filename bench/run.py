@@ -89,11 +89,20 @@ def _requests():
     return [(text, resolve(t)) for text, t in zip(SENTENCES, TARGETS)]
 
 
+def _start_engine(settings, decision=None):
+    """Our engine as the server starts it: planned (unless a decision is given), capped to the simulated card."""
+    from hymt.engine.engine import start
+    from hymt.hardware import apply_memory_cap
+    from hymt.planning import decide
+
+    decision = decision or decide(settings)
+    apply_memory_cap(settings.gpu_memory_gb)
+    return start(settings, decision)
+
+
 def measure_ours(model_dir: Path, card_gb: float, new_tokens: int, profile: str, empty_cache: bool) -> dict:
     import torch
 
-    from hymt.engine.engine import start
-    from hymt.hardware import apply_memory_cap
     from hymt.planning import decide
     from hymt.prompts import Sampling
     from hymt.settings import Settings
@@ -106,9 +115,8 @@ def measure_ours(model_dir: Path, card_gb: float, new_tokens: int, profile: str,
         decision = decide(settings)
     except Exception as exc:  # noqa: BLE001 - a refusal is a result too
         return {**record, "profile": None, "refused": str(exc)}
-    apply_memory_cap(card_gb)
     started = time.perf_counter()
-    engine = start(settings, decision)
+    engine = _start_engine(settings, decision)
     record.update(profile=engine.decision.profile, planned_profile=decision.profile, weights=engine.decision.weights,
                   kv_cache=engine.decision.kv_cache, attention=engine.attention,
                   batch_tokens=engine.decision.batch_tokens, planned_batch_tokens=decision.batch_tokens,
@@ -181,14 +189,9 @@ def quantize_checkpoint(model_dir: Path, out_dir: Path) -> dict:
 
 def profile_batch(model_dir: Path, new_tokens: int) -> dict:
     """Where a batch of 16 spends its time, on the 80 GB card (bf16)."""
-    from hymt.engine.engine import start
-    from hymt.hardware import apply_memory_cap
-    from hymt.planning import decide
     from hymt.settings import Settings
 
-    settings = Settings(model=str(model_dir), gpu_memory_gb=80, greedy=True, max_new_tokens=new_tokens)
-    apply_memory_cap(80)
-    engine = start(settings, decide(settings))
+    engine = _start_engine(Settings(model=str(model_dir), gpu_memory_gb=80, greedy=True, max_new_tokens=new_tokens))
     try:
         return step_times(engine.runner, new_tokens)
     finally:
@@ -213,7 +216,8 @@ def step_times(runner, new_tokens: int) -> dict:
     lengths = [len(w.prompt_ids) for w in works]
     longest = max(lengths)
     padded = torch.tensor([[pad] * (longest - len(w.prompt_ids)) + w.prompt_ids for w in works], device=device)
-    mask = (torch.arange(longest, device=device)[None, :] >= longest - torch.tensor(lengths, device=device)[:, None])
+    mask = (torch.arange(longest, device=device)[None, :] >= longest - torch.tensor(lengths, device=device)[:, None]
+            ).long()
     equal = torch.tensor([works[0].prompt_ids] * len(works), device=device)
 
     def sync():
@@ -238,9 +242,9 @@ def step_times(runner, new_tokens: int) -> dict:
         "rows": len(works), "prompt_tokens": lengths, "new_tokens": new_tokens,
         "ms_per_step_ours_batch16": ms_per_step(lambda: runner.generate(works, never)),
         "ms_per_step_ours_batch1": ms_per_step(lambda: runner.generate(works[:1], never[:1])),
-        "ms_per_step_plain_batch16_padded": ms_per_step(lambda: plain(padded, mask.long())),
+        "ms_per_step_plain_batch16_padded": ms_per_step(lambda: plain(padded, mask)),
         "ms_per_step_plain_batch16_padded_repetition_penalty": ms_per_step(
-            lambda: plain(padded, mask.long(), repetition_penalty=1.05)),
+            lambda: plain(padded, mask, repetition_penalty=1.05)),
         "ms_per_step_plain_batch16_equal": ms_per_step(lambda: plain(equal)),
         "ms_per_step_plain_batch1": ms_per_step(lambda: plain(equal[:1])),
     }
@@ -340,11 +344,8 @@ def lora_on_nf4(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
     from peft import LoraConfig
     from safetensors.torch import save_file
 
-    from hymt.engine.engine import start
     from hymt.engine.scheduler import Work
-    from hymt.hardware import apply_memory_cap
     from hymt.languages import resolve
-    from hymt.planning import decide
     from hymt.prompts import Sampling, render, user_message
     from hymt.settings import Settings
 
@@ -365,8 +366,7 @@ def lora_on_nf4(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
 
     settings = Settings(model=str(model_dir), gpu_memory_gb=card_gb, profile="nf4", greedy=True,
                         max_new_tokens=new_tokens, adapters=str(manifest))
-    apply_memory_cap(card_gb)
-    engine = start(settings, decide(settings))
+    engine = _start_engine(settings)
     greedy = Sampling(greedy=True)
     text = SENTENCES[0]
     with_adapter = engine.submit([(text, resolve("en"))], resolve("bo"), greedy).wait(600)[0]
