@@ -188,31 +188,44 @@ def quantize_checkpoint(model_dir: Path, out_dir: Path) -> dict:
 
 
 def profile_batch(model_dir: Path, new_tokens: int) -> dict:
-    """Where a batch of 16 spends its time, on the 80 GB card (bf16)."""
+    """Where a batch of 16 spends its time, on the 80 GB card (bf16). The per-step figures are printed before the
+    profiler runs, so a profiler that overruns the time limit still leaves them."""
     from hymt.settings import Settings
 
     engine = _start_engine(Settings(model=str(model_dir), gpu_memory_gb=80, greedy=True, max_new_tokens=new_tokens))
     try:
-        return step_times(engine.runner, new_tokens)
+        works = _batch_works(engine.runner, new_tokens)
+        result = step_times(engine.runner, works, new_tokens)
+        print(json.dumps(result), flush=True)
+        return {**result, **profile_tables(engine.runner, works)}
     finally:
         engine.stop()
 
 
-def step_times(runner, new_tokens: int) -> dict:
-    """Milliseconds per decoding step for 16 rows: our runner against a plain `generate` of the same left-padded
-    batch (with and without the repetition penalty), and of 16 equal prompts (no padding); then profiler tables of
-    our batch, to see where a step's time goes."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
+def _batch_works(runner, new_tokens: int) -> list:
+    """The 16 benchmark requests as the scheduler hands them to the runner, each forced to `new_tokens`."""
     from hymt.engine.scheduler import Work
     from hymt.prompts import Sampling, render, user_message
 
-    device, greedy = runner.device, Sampling(greedy=True)
-    model, tok, pad = runner.loaded.model, runner.loaded.tokenizer, runner.loaded.pad_id
-    works = [Work(job_id=0, index=i, prompt_ids=runner.encode(render(tok, user_message(None, target, text))),
-                  max_new_tokens=new_tokens, min_new_tokens=new_tokens, group=(None, greedy))
-             for i, (text, target) in enumerate(_requests())]
+    tok, greedy = runner.loaded.tokenizer, Sampling(greedy=True)
+    return [Work(job_id=0, index=i, prompt_ids=runner.encode(render(tok, user_message(None, target, text))),
+                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, group=(None, greedy))
+            for i, (text, target) in enumerate(_requests())]
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def step_times(runner, works: list, new_tokens: int) -> dict:
+    """Milliseconds per decoding step for 16 rows: our runner against a plain `generate` of the same left-padded
+    batch (with and without the repetition penalty), and of 16 equal prompts (no padding)."""
+    import torch
+
+    device, model, pad = runner.device, runner.loaded.model, runner.loaded.pad_id
     lengths = [len(w.prompt_ids) for w in works]
     longest = max(lengths)
     padded = torch.tensor([[pad] * (longest - len(w.prompt_ids)) + w.prompt_ids for w in works], device=device)
@@ -220,16 +233,12 @@ def step_times(runner, new_tokens: int) -> dict:
             ).long()
     equal = torch.tensor([works[0].prompt_ids] * len(works), device=device)
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
     def ms_per_step(fn) -> float:
         fn()  # the first call of each shape pays for kernel selection
-        sync()
+        _sync(device)
         started = time.perf_counter()
         fn()
-        sync()
+        _sync(device)
         return round((time.perf_counter() - started) * 1000 / new_tokens, 1)
 
     def plain(ids, attention_mask=None, **extra):
@@ -238,7 +247,7 @@ def step_times(runner, new_tokens: int) -> dict:
                            min_new_tokens=new_tokens, do_sample=False, pad_token_id=pad, **extra)
 
     never = [lambda: False] * len(works)
-    result = {
+    return {
         "rows": len(works), "prompt_tokens": lengths, "new_tokens": new_tokens,
         "ms_per_step_ours_batch16": ms_per_step(lambda: runner.generate(works, never)),
         "ms_per_step_ours_batch1": ms_per_step(lambda: runner.generate(works[:1], never[:1])),
@@ -248,16 +257,24 @@ def step_times(runner, new_tokens: int) -> dict:
         "ms_per_step_plain_batch16_equal": ms_per_step(lambda: plain(equal)),
         "ms_per_step_plain_batch1": ms_per_step(lambda: plain(equal[:1])),
     }
+
+
+def profile_tables(runner, works: list) -> dict:
+    """The ops that take the most device and CPU time in one batch of our runner."""
+    from torch.profiler import ProfilerActivity, profile
+
+    device = runner.device
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
-        runner.generate(works, never)
-        sync()
+        runner.generate(works, [lambda: False] * len(works))
+        _sync(device)
     events = prof.key_averages()
+    tables = {}
     for key, field in (("profile_top_device", "self_device_time_total"), ("profile_top_cpu", "self_cpu_time_total")):
         top = sorted(events, key=lambda e: getattr(e, field), reverse=True)[:15]
-        result[key] = [{"op": e.key[:80], "calls": e.count, "self_device_ms": round(e.self_device_time_total / 1e3, 1),
+        tables[key] = [{"op": e.key[:80], "calls": e.count, "self_device_ms": round(e.self_device_time_total / 1e3, 1),
                         "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 1)} for e in top]
-    return result
+    return tables
 
 
 def measure_baseline(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
@@ -308,9 +325,12 @@ def _child(kind: str, args, **extra) -> dict:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        sys.stderr.write(tail[-6000:])
-        return {"error": f"timed out after {timeout} s", "wall_s": round(time.perf_counter() - started, 1)}
+        stdout, stderr = (s.decode(errors="replace") if isinstance(s, bytes) else (s or "")
+                          for s in (exc.stdout, exc.stderr))
+        sys.stderr.write(stderr[-6000:])
+        partial = [ln for ln in stdout.splitlines() if ln.startswith("{")]  # what it printed before the limit
+        return {**(json.loads(partial[-1]) if partial else {}), "error": f"timed out after {timeout} s",
+                "wall_s": round(time.perf_counter() - started, 1)}
     sys.stderr.write(proc.stderr[-3000:])
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -396,8 +416,8 @@ PARTS = {
     # `hymt quantize` on the 7B (about 8 minutes on an H200: run it apart from what serves its result) ...
     "e": [("quantize", 0)],
     # ... then its INT4 GPTQ checkpoint served beside NF4 on the same cards, and a profile of a batch of 16.
-    "f": [("ours", 8, "auto", False, "gptq"), ("ours", 8, "auto", False), ("profile", 80),
-          ("ours", 12, "auto", False, "gptq"), ("ours", 24, "auto", False, "gptq"), ("baseline", 24)],
+    "f": [("ours", 8, "auto", False, "gptq"), ("ours", 8, "auto", False), ("ours", 12, "auto", False, "gptq"),
+          ("ours", 24, "auto", False, "gptq"), ("baseline", 24), ("profile", 80)],
 }
 
 
