@@ -75,8 +75,15 @@ def attention_implementation(device: str) -> str:
 
 
 def _quantization(tier: Tier, config):
-    if getattr(config, "quantization_config", None) is not None:
-        return None  # a pre-quantized checkpoint (AWQ, GPTQ, FP8) loads in its own format
+    quant = getattr(config, "quantization_config", None)
+    if isinstance(quant, dict) and quant.get("quant_method") == "gptq" and tier.device == "cuda":
+        from transformers import GPTQConfig
+
+        # gptqmodel's "auto" picks Machete on an H200, which downloads CUTLASS while loading (an appliance may be
+        # offline), and Marlin compiled CUDA code for over 3 minutes; Triton loaded the 7B in 12.5 s on the same GPU.
+        return GPTQConfig(bits=quant["bits"], backend="triton")
+    if quant is not None:
+        return None  # a pre-quantized checkpoint (AWQ, FP8; GPTQ on the CPU) loads in its own format
     if tier.weights not in ("nf4", "int8"):
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
