@@ -39,6 +39,9 @@ class Settings:
     decision_file: str | None = None
     log_level: str = "info"
     empty_cache_after_batch: bool = False
+    # cuDNN's attention kernels for SDPA. Off: on an H200 they build a graph for each new sequence length, which
+    # made decoding 2.2x (batch 1) to 2.8x (16 concurrent) slower than the flash/efficient kernels (bench part g).
+    cudnn_attention: bool = False
     # The appliance: where supervisord keeps its socket, and how the health service watches the server.
     run_dir: str = "/run/hymt"
     health_port: int = 8081
