@@ -100,7 +100,8 @@ def _start_engine(settings, decision=None):
     return start(settings, decision)
 
 
-def measure_ours(model_dir: Path, card_gb: float, new_tokens: int, profile: str, empty_cache: bool) -> dict:
+def measure_ours(model_dir: Path, card_gb: float, new_tokens: int, profile: str, empty_cache: bool,
+                 cudnn_attention: bool = False) -> dict:
     import torch
 
     from hymt.planning import decide
@@ -108,9 +109,10 @@ def measure_ours(model_dir: Path, card_gb: float, new_tokens: int, profile: str,
     from hymt.settings import Settings
 
     settings = Settings(model=str(model_dir), gpu_memory_gb=card_gb, profile=profile, greedy=True,
-                        max_new_tokens=new_tokens, empty_cache_after_batch=empty_cache)
+                        max_new_tokens=new_tokens, empty_cache_after_batch=empty_cache,
+                        cudnn_attention=cudnn_attention)
     record: dict = {"card_gb": card_gb, "forced_profile": None if profile == "auto" else profile,
-                    "empty_cache_after_batch": empty_cache}
+                    "empty_cache_after_batch": empty_cache, "cudnn_attention": cudnn_attention}
     try:
         decision = decide(settings)
     except Exception as exc:  # noqa: BLE001 - a refusal is a result too
@@ -404,7 +406,8 @@ def lora_on_nf4(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
 
 
 PARTS = {
-    # (kind, card GiB, forced profile, empty cache after each batch)
+    # (kind, card GiB, forced profile, empty cache after each batch, flags: "gptq" serves part e's checkpoint,
+    # "cudnn" turns cuDNN's attention kernels on)
     "a": [("ours", 80, "auto", False), ("baseline", 80), ("ours", 24, "auto", False), ("baseline", 24),
           ("ours", 16, "auto", False), ("baseline", 16), ("ours", 24, "auto", True)],
     "b": [("ours", 12, "auto", False), ("baseline", 12), ("ours", 8, "auto", False), ("baseline", 8),
@@ -418,6 +421,8 @@ PARTS = {
     # ... then its INT4 GPTQ checkpoint served beside NF4 on the same cards, and a profile of a batch of 16.
     "f": [("ours", 8, "auto", False, "gptq"), ("ours", 8, "auto", False), ("ours", 12, "auto", False, "gptq"),
           ("ours", 24, "auto", False, "gptq"), ("baseline", 24), ("profile", 80)],
+    # cuDNN's SDPA kernels (on in parts a-f) against the flash/efficient ones the engine now uses, twice each.
+    "g": [("ours", 24, "auto", False, "cudnn"), ("ours", 24, "auto", False)] * 2 + [("baseline", 24)],
 }
 
 
@@ -436,6 +441,7 @@ def main() -> int:
     parser.add_argument("--card", type=float)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--empty-cache", default="False")
+    parser.add_argument("--cudnn-attention", default="False")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -445,7 +451,8 @@ def main() -> int:
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         if args.kind == "ours":
-            result = measure_ours(args.model_dir, args.card, args.new_tokens, args.profile, args.empty_cache == "True")
+            result = measure_ours(args.model_dir, args.card, args.new_tokens, args.profile, args.empty_cache == "True",
+                                  args.cudnn_attention == "True")
         elif args.kind == "lora":
             result = lora_on_nf4(args.model_dir, args.card, args.new_tokens)
         elif args.kind == "quantize":
@@ -470,9 +477,10 @@ def main() -> int:
     results = {"environment": environment(), "new_tokens": args.new_tokens, "records": []}
     for kind, card, *rest in PARTS[args.part]:
         extra = {"card": card}
+        flags = rest[2:]
         if kind == "ours":
-            extra.update(profile=rest[0], empty_cache=rest[1])
-        checkpoint = "gptq" if rest[2:] == ["gptq"] else "bf16"
+            extra.update(profile=rest[0], empty_cache=rest[1], cudnn_attention="cudnn" in flags)
+        checkpoint = "gptq" if "gptq" in flags else "bf16"
         record = {"kind": kind, "card_gb": card, "checkpoint": checkpoint,
                   **_child(kind, args, model_dir=args.gptq_dir if checkpoint == "gptq" else args.model_dir,
                            **extra)}
