@@ -62,6 +62,14 @@ def write_report(out: Path) -> None:
     _chart(records, out / "chart.png")
 
 
+def _attention(r: dict):
+    """Records made before the engine chose its attention kernels say "sdpa" for what torch ran as cuDNN's kernels
+    on the H200 (part f's profile shows them), which the engine now turns off; name them apart."""
+    if r.get("attention") == "sdpa" and "cudnn_attention" not in r:
+        return "sdpa+cudnn"
+    return r.get("attention")
+
+
 def _fmt(value, unit=""):
     return "–" if value is None else f"{value}{unit}"
 
@@ -77,7 +85,7 @@ def _table(records, tiers, extras, env, new_tokens) -> str:
     for r in records:
         base1 = _fmt(r["baseline_tok_s_batch1"]) if r.get("baseline_loaded") else "does not load"
         base16 = _fmt(r["baseline_tok_s_concurrent16"]) if r.get("baseline_loaded") else "does not load"
-        lines.append(f"| {r['card_gb']:g} GB | {_fmt(r.get('profile'))} | {_fmt(r.get('attention'))} | "
+        lines.append(f"| {r['card_gb']:g} GB | {_fmt(r.get('profile'))} | {_fmt(_attention(r))} | "
                      f"{_fmt(r.get('peak_allocated_gb'))} / {_fmt(r.get('peak_reserved_gb'))} | "
                      f"{_fmt(r.get('oom_events'))} | {_fmt(r.get('tok_s_batch1'))} | "
                      f"{_fmt(r.get('tok_s_concurrent16'))} | {base1} | {base16} | {_fmt(r['ratio_batch1'], 'x')} | "
@@ -105,21 +113,52 @@ def _batches(sizes: dict | None) -> str:
 def _later_tables(later: dict) -> str:
     lines = []
     for name, part in later.items():
-        base = {r["card_gb"]: r for r in part["records"] if r["kind"] == "baseline"}
-        lines += ["", f"Later run `{name}` (same commands, engine as committed with it):", "",
-                  "| card | profile | tok/s batch 1 | tok/s 16 concurrent | batches for the 16 | time in generate "
-                  "| baseline batch 1 | baseline 16 concurrent | ratio 16 concurrent |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in part["records"]:
-            if r["kind"] != "ours":
-                continue
+        records = part["records"]
+        base = {r["card_gb"]: r for r in records if r["kind"] == "baseline"}
+        how = part.get("how", "same commands, engine as committed with it")
+        lines += ["", f"Later run `{name}` ({how}):", ""]
+        for r in records:
+            if r["kind"] == "quantize":
+                lines.append(_quantize_line(r))
+            elif r["kind"] == "profile":
+                lines.append(_profile_line(r))
+            elif "error" in r:
+                lines.append(f"- `{r['kind']}` at {r['card_gb']:g} GB ({r.get('checkpoint')}): {r.get('error')}")
+        served = [r for r in records if r["kind"] == "ours" and "error" not in r]
+        if not served:
+            continue
+        if lines[-1]:
+            lines.append("")
+        lines += ["| card | checkpoint | profile | attention | linear layers | peak alloc / reserved GiB | OOM "
+                  "| tok/s batch 1 | tok/s 16 concurrent | batches for the 16 | time in generate | baseline batch 1 "
+                  "| baseline 16 concurrent | ratio 16 concurrent |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in served:
             b = base.get(r["card_gb"], {})
-            lines.append(f"| {r['card_gb']:g} GB | {r.get('profile')} | {r.get('tok_s_batch1')} | "
+            lines.append(f"| {r['card_gb']:g} GB | {r.get('checkpoint', 'bf16')} | {r.get('profile')} | "
+                         f"{_fmt(_attention(r))} | {_fmt(r.get('linear_kernel'))} | "
+                         f"{_fmt(r.get('peak_allocated_gb'))} / {_fmt(r.get('peak_reserved_gb'))} | "
+                         f"{_fmt(r.get('oom_events'))} | {r.get('tok_s_batch1')} | "
                          f"{r.get('tok_s_concurrent16')} | {_batches(r.get('concurrent16_batches'))} | "
                          f"{_fmt(r.get('concurrent16_generate_share'))} | {_fmt(b.get('baseline_tok_s_batch1'))} | "
                          f"{_fmt(b.get('baseline_tok_s_concurrent16'))} | "
                          f"{_fmt(_ratio(r.get('tok_s_concurrent16'), b.get('baseline_tok_s_concurrent16')), 'x')} |")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _quantize_line(r: dict) -> str:
+    if "error" in r:
+        return f"- `hymt quantize` of the 7B: {r['error']}"
+    return (f"- `hymt quantize` of the 7B (gptqmodel {r['gptqmodel']}, {r['bits']}-bit, group {r['group_size']}, "
+            f"{r['calibration_prompts']} calibration prompts): {r['quantize_s']} s, peak reserved "
+            f"{r['peak_reserved_gb']} GiB; checkpoint {r['checkpoint_gib']} GiB (bf16: {r['bf16_checkpoint_gib']} GiB)")
+
+
+def _profile_line(r: dict) -> str:
+    figures = ", ".join(f"{key.removeprefix('ms_per_step_').replace('_', ' ')} {value}"
+                        for key, value in r.items() if key.startswith("ms_per_step_"))
+    done = f" (stopped: {r['error']})" if "error" in r else ""
+    return f"- ms per decoding step, {r.get('rows')} rows on the {r['card_gb']:g} GB card{done}: {figures}"
 
 
 def _chart(records, path: Path) -> None:
