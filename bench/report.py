@@ -118,9 +118,9 @@ def _later_tables(later: dict) -> str:
         how = part.get("how", "same commands, engine as committed with it")
         lines += ["", f"Later run `{name}` ({how}):", ""]
         for r in records:
-            if r["kind"] == "quantize":
+            if r["kind"] == "quantize" and "error" not in r:
                 lines.append(_quantize_line(r))
-            elif r["kind"] == "profile":
+            elif r["kind"] == "profile" and "rows" in r:  # a profile stopped by its time limit keeps its figures
                 lines.append(_profile_line(r))
             elif "error" in r:
                 lines.append(f"- `{r['kind']}` at {r['card_gb']:g} GB ({r.get('checkpoint')}): {r.get('error')}")
@@ -147,8 +147,6 @@ def _later_tables(later: dict) -> str:
 
 
 def _quantize_line(r: dict) -> str:
-    if "error" in r:
-        return f"- `hymt quantize` of the 7B: {r['error']}"
     return (f"- `hymt quantize` of the 7B (gptqmodel {r['gptqmodel']}, {r['bits']}-bit, group {r['group_size']}, "
             f"{r['calibration_prompts']} calibration prompts): {r['quantize_s']} s, peak reserved "
             f"{r['peak_reserved_gb']} GiB; checkpoint {r['checkpoint_gib']} GiB (bf16: {r['bf16_checkpoint_gib']} GiB)")

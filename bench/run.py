@@ -1,11 +1,8 @@
 """GPU benchmark: the memory tiers on simulated 8-80 GB cards, side by side with a plain transformers baseline.
 
     python bench/run.py build --model-dir /tmp/hymt-7b          # the real 7B architecture, random weights, on disk
-    python bench/run.py cards --model-dir /tmp/hymt-7b --out bench/results --cards 8,12,16,24,80
-    python bench/run.py tiers --model-dir /tmp/hymt-7b --out bench/results   # every tier forced, 80 GB card
-    python bench/run.py part --part e --model-dir /tmp/hymt-7b --out bench/results   # hymt quantize (GPTQ INT4)
-    python bench/run.py part --part f --model-dir /tmp/hymt-7b --out bench/results   # serve it; batch profile
-    python bench/run.py report --out bench/results                          # table (markdown) and chart (PNG)
+    python bench/run.py part --part a --model-dir /tmp/hymt-7b --out bench/results   # one part of PARTS (a to g)
+    python bench/run.py report --out bench/results              # per-card JSON, table (markdown) and chart (PNG)
 
 Every measurement runs in its own process, so each simulated card (a cap on the process's share of the real GPU,
 `torch.cuda.set_per_process_memory_fraction`) starts from an empty allocator and its peak memory is its own.
@@ -295,22 +292,22 @@ def measure_baseline(model_dir: Path, card_gb: float, new_tokens: int) -> dict:
         return {"baseline_loaded": False, "baseline_load_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     load_s = time.perf_counter() - t0
 
-    from hymt.languages import resolve
     from hymt.prompts import render, user_message
 
-    def one(text: str, target: str) -> float:
-        prompt = render(tok, user_message(None, resolve(target), text))
+    def one(text: str, target) -> float:
+        prompt = render(tok, user_message(None, target, text))
         ids = tok(prompt, add_special_tokens=False, return_tensors="pt").to("cuda")
         t = time.perf_counter()
         model.generate(**ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
         torch.cuda.synchronize()
         return time.perf_counter() - t
 
-    one(SENTENCES[0], TARGETS[0])  # first call pays for kernel selection, as our warm-up does
+    requests = _requests()
+    one(*requests[0])  # first call pays for kernel selection, as our warm-up does
     # 16 requests one after another, as a plain server answers them; batch 1 is the median of the first three.
     t0 = time.perf_counter()
-    seconds = [one(text, target) for text, target in zip(SENTENCES, TARGETS)]
-    concurrent = len(SENTENCES) * new_tokens / (time.perf_counter() - t0)
+    seconds = [one(text, target) for text, target in requests]
+    concurrent = len(requests) * new_tokens / (time.perf_counter() - t0)
     batch1 = sorted(new_tokens / s for s in seconds[:3])[1]
     return {"baseline_loaded": True, "baseline_load_s": round(load_s, 1), "baseline_tok_s_batch1": round(batch1, 1),
             "baseline_tok_s_concurrent16": round(concurrent, 1), "baseline_oom_events": 0,

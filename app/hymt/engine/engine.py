@@ -232,8 +232,6 @@ def start(settings: Settings, decision: Decision) -> Engine:
     if decision.device == "cuda" and settings.profile == "auto":
         tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1:] if t.auto]
     adapters = adapter_registry.read_manifest(settings.adapters) if settings.adapters else []
-    if decision.device == "cuda":
-        torch.backends.cuda.enable_cudnn_sdp(settings.cudnn_attention)
     steps: list[str] = []
     for tier in tiers:
         if tier is not decision.tier:
@@ -246,8 +244,10 @@ def start(settings: Settings, decision: Decision) -> Engine:
             _release()
             continue
         loaded.model = adapter_registry.attach(loaded.model, adapters)
-        if tier.device == "cuda" and loaded.attention == "sdpa" and settings.cudnn_attention:
-            loaded.attention = "sdpa+cudnn"
+        if tier.device == "cuda":
+            torch.backends.cuda.enable_cudnn_sdp(settings.cudnn_attention)
+            if settings.cudnn_attention and loaded.attention == "sdpa":
+                loaded.attention = "sdpa+cudnn"
         runner = ModelRunner(loaded, tier.kv_cache, settings.empty_cache_after_batch, has_adapters=bool(adapters))
         budget = decision.batch_tokens
         while True:
