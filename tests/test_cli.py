@@ -1,5 +1,6 @@
 """`hymt translate` as a user runs it: output on stdout, progress on stderr, exit codes 0 / 1 / 2 with one line."""
 
+import json
 import os
 import random
 import subprocess
@@ -32,6 +33,15 @@ def test_two_hundred_mixed_lines_in_two_hundred_out(test_model, tmp_path):
         if before.strip() == "":
             assert after == before
     assert "translating" in result.stderr  # the progress bar
+
+
+def test_stats_summarise_the_run_on_stderr(test_model):
+    result = run("translate", "--model", str(test_model), "--to", "de", "--greedy", "--stats", "-",
+                 stdin="One line.\nTwo lines.\nThree.")
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(next(line for line in result.stderr.splitlines() if line.startswith('{"stats"')))["stats"]
+    assert stats["segments"] == stats["segments_done"] == 3 and stats["tokens_out"] > 0
+    assert stats["profile"] == "cpu" and stats["oom_events"] == 0 and stats["seconds"] > 0
 
 
 def test_stdin_and_source_language(test_model):

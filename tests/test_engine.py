@@ -1,111 +1,246 @@
-"""The real engine on the tiny test model: batching across jobs, order, line structure, errors, OOM recovery."""
+"""The real engine on the tiny test model: continuous batching that gives exactly `generate`'s greedy tokens
+(mixed lengths, joining a running batch, chunked prefill, preempted and resumed), streaming, cancellation, and
+recovery from injected out-of-memory errors."""
 
 import threading
+import time
 
 import pytest
 import torch
 
-from hymt.engine.kvcache import make_cache
-from hymt.engine.scheduler import Work
-from hymt.errors import Overloaded
+from hymt.engine.kvcache import KVArena
+from hymt.engine.sampler import Sampler
+from hymt.errors import GenerationError, NotReady, Overloaded
 from hymt.languages import resolve
 from hymt.prompts import Sampling
 
 GREEDY = Sampling(greedy=True)
+EN = resolve("en")
+TEXTS = ["Hello world.", "How are you doing today, my dear friend? I hope all is well.", "Good morning.",
+         "The quick brown fox jumps over the lazy dog.", "Thank you!"]
+
+
+@pytest.fixture(scope="module")
+def tight_engine(cpu_settings):
+    """Few rows, small prefill steps: segments queue, join a running batch and are prefilled in chunks."""
+    from hymt.engine.engine import start
+    from hymt.planning import decide
+
+    settings = cpu_settings.replace(max_in_flight=3, prefill_tokens=16, max_new_tokens=24)
+    eng = start(settings, decide(settings))
+    yield eng
+    eng.stop()
+
+
+def reference(engine, seq) -> list[int]:
+    """transformers' greedy `generate` for one prompt, with the repetition penalty the engine applies."""
+    loaded = engine.runner.loaded
+    ids = torch.tensor([seq.prompt_ids])
+    out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=seq.max_new_tokens,
+                                do_sample=False, repetition_penalty=GREEDY.repetition_penalty,
+                                eos_token_id=loaded.stop_ids, pad_token_id=loaded.pad_id)
+    tokens = out[0, ids.shape[1]:].tolist()
+    return [t for t in tokens if t not in loaded.stop_ids and t != loaded.pad_id]
+
+
+def assert_like_generate(engine, jobs):
+    for job in jobs:
+        job.wait(120)
+        for seq in job.sequences:
+            assert seq.output_ids == reference(engine, seq)
 
 
 def test_engine_runs_on_cpu_profile(engine):
-    assert engine.decision.profile == "cpu"
-    assert engine.attention == "sdpa"
-    assert engine.alive
+    assert engine.decision.profile == "cpu" and engine.attention == "dense" and engine.alive
+    assert engine.decision.kv_cache_tokens > engine.decision.max_seq_tokens
+
+
+def test_mixed_lengths_submitted_together_match_generate(tight_engine):
+    jobs = [tight_engine.submit([(t, EN)], resolve("zh"), GREEDY) for t in TEXTS]
+    assert_like_generate(tight_engine, jobs)
+    assert tight_engine.runner.stats.max_in_flight_seen == 3
+
+
+def test_segments_joining_a_running_batch_match_generate(tight_engine):
+    first = tight_engine.submit([(TEXTS[1], EN)], resolve("de"), GREEDY)
+    deadline = time.monotonic() + 60
+    while len(first.sequences[0].output_ids) < 3 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert 3 <= len(first.sequences[0].output_ids) < first.sequences[0].max_new_tokens
+    later = [tight_engine.submit([(t, EN)], resolve("fr"), GREEDY) for t in TEXTS[2:]]
+    assert_like_generate(tight_engine, [first] + later)
+
+
+def test_preempted_and_resumed_segments_match_generate(tight_engine, monkeypatch):
+    runner = tight_engine.runner
+    real, calls = runner.decode, {"n": 0}
+
+    def decode_with_oom(seqs):
+        calls["n"] += 1
+        if calls["n"] in (4, 9):
+            raise torch.OutOfMemoryError("injected")
+        return real(seqs)
+
+    monkeypatch.setattr(runner, "decode", decode_with_oom)
+    before = runner.stats.preemptions
+    jobs = [tight_engine.submit([(t, EN)], resolve("ja"), GREEDY) for t in TEXTS]
+    assert_like_generate(tight_engine, jobs)
+    assert runner.stats.oom_events >= 2 and runner.stats.preemptions > before
+    assert tight_engine.scheduler.max_in_flight < 3  # the budget shrank
+    monkeypatch.undo()
+    tight_engine.scheduler.max_in_flight = 3
 
 
 def test_results_come_back_in_order_and_deterministic(engine):
     texts = ["Hello world.", "How are you?", "Good morning, friend."]
-    first = engine.submit([(t, resolve("en")) for t in texts], resolve("zh"), GREEDY).wait(120)
-    alone = [engine.submit([(t, resolve("en"))], resolve("zh"), GREEDY).wait(120)[0] for t in texts]
-    assert first == alone
-    assert len(set(first)) == 3
+    first = engine.submit([(t, EN) for t in texts], resolve("zh"), GREEDY).wait(120)
+    alone = [engine.submit([(t, EN)], resolve("zh"), GREEDY).wait(120)[0] for t in texts]
+    assert first == alone and len(set(first)) == 3
 
 
 def test_line_structure_survives_translation(engine):
     text = "First line. Second sentence.\n\n  Indented third.\n\t\nLast line without newline"
-    (out,) = engine.submit([(text, resolve("en"))], resolve("de"), GREEDY).wait(120)
+    (out,) = engine.submit([(text, EN)], resolve("de"), GREEDY).wait(120)
     assert out.count("\n") == text.count("\n")
     lines_out = out.split("\n")
-    assert lines_out[1] == "" and lines_out[3] == "\t"
-    assert lines_out[2].startswith("  ")
+    assert lines_out[1] == "" and lines_out[3] == "\t" and lines_out[2].startswith("  ")
 
 
-def test_concurrent_jobs_share_batches(engine):
-    before = engine.runner.stats.batches
-    jobs = [engine.submit([(f"Sentence number {i}.", resolve("en"))], resolve("fr"), GREEDY) for i in range(6)]
-    for job in jobs:
-        job.wait(120)
-    assert engine.runner.stats.batches - before < 6
-
-
-def test_listener_sees_every_segment_then_done(engine):
-    events = []
-    done = threading.Event()
+def test_streaming_jobs_hear_every_token_then_each_segment_then_done(engine):
+    events, partials, done = [], [], threading.Event()
 
     def listen(event):
         events.append(event.kind)
+        if event.kind == "token":
+            partials.append(event.job.settled_texts(engine.decode)[0])
         if event.kind == "done":
             done.set()
 
-    engine.submit([("One. Two. Three.", resolve("en"))], resolve("ja"), GREEDY, listener=listen)
+    job = engine.submit([("One. Two.", EN)], resolve("ja"), GREEDY, listener=listen, stream=True)
     assert done.wait(120)
-    assert events[-1] == "done" and events.count("segment") >= 1
+    assert events[-1] == "done" and events.count("segment") == job.num_segments
+    assert events.count("token") >= job.tokens_out - job.num_segments
+    assert len(set(partials)) > job.num_segments  # the text grew token by token, not only per segment
+    silent = []
+    engine.submit([("One.", EN)], resolve("ja"), GREEDY, listener=lambda e: silent.append(e.kind)).wait(60)
+    assert "token" not in silent
 
 
 def test_empty_text_finishes_at_once(engine):
-    assert engine.submit([("\n\n", resolve("en"))], resolve("zh"), GREEDY).wait(5) == ["\n\n"]
+    assert engine.submit([("\n\n", EN)], resolve("zh"), GREEDY).wait(5) == ["\n\n"]
 
 
 def test_queue_limit_refuses_at_once(engine, monkeypatch):
     monkeypatch.setattr(engine.scheduler, "max_queue", 1)
     with pytest.raises(Overloaded):
-        engine.submit([("A.", resolve("en")), ("B.", resolve("en"))], resolve("de"), GREEDY)
+        engine.submit([("A.", EN), ("B.", EN)], resolve("de"), GREEDY)
 
 
-def test_cancel_ends_the_job(engine):
-    job = engine.submit([("Some text. " * 30, resolve("en"))], resolve("de"), GREEDY)
+def test_cancel_ends_the_job_and_frees_its_rows(engine):
+    job = engine.submit([("Some text. " * 30, EN)], resolve("de"), GREEDY)
     engine.cancel(job)
     assert job.done.wait(60) and job.cancelled
+    deadline = time.monotonic() + 10
+    while (engine.in_flight or engine.kv_used_tokens) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.in_flight == 0 and engine.kv_used_tokens == 0 and engine.queue_depth == 0
 
 
-def test_out_of_memory_splits_the_batch_and_loses_nothing(engine, monkeypatch):
-    runner = engine.runner
-    real = runner.generate
+def test_out_of_memory_in_a_prefill_requeues_and_loses_nothing(engine, monkeypatch):
+    real, calls = engine.runner.prefill, {"n": 0}
 
-    def fake_oom(batch, cancelled):
-        if len(batch) > 1:
-            raise torch.OutOfMemoryError("simulated")
-        return real(batch, cancelled)
+    def prefill_with_oom(chunks):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise torch.OutOfMemoryError("injected")
+        return real(chunks)
 
-    monkeypatch.setattr(runner, "generate", fake_oom)
-    before = runner.stats.oom_events
-    prompt = runner.encode("<|startoftext|>hi<|extra_0|>")
-    batch = [Work(job_id=0, index=i, prompt_ids=prompt, max_new_tokens=4, group=(None, GREEDY)) for i in range(4)]
-    outputs = runner.run(batch)
-    assert len(outputs) == 4 and all(isinstance(o, str) for o in outputs)
-    assert runner.stats.oom_events - before == 3
+    expected = engine.submit([("Hello there.", EN)], resolve("de"), GREEDY).wait(60)
+    monkeypatch.setattr(engine.runner, "prefill", prefill_with_oom)
+    assert engine.submit([("Hello there.", EN)], resolve("de"), GREEDY).wait(60) == expected
+    monkeypatch.undo()
+    engine.scheduler.max_in_flight, engine.scheduler.prefill_tokens = engine.runner.plan.max_in_flight, 1024
 
 
-def test_int8_kv_cache_matches_16_bit_cache_under_greedy_decoding(engine):
-    model = engine.runner.loaded.model
-    tok = engine.runner.loaded.tokenizer
-    enc = tok(["<|startoftext|>a longer prompt than the other<|extra_0|>", "<|startoftext|>short<|extra_0|>"],
-              add_special_tokens=False, return_tensors="pt", padding=True)
-    kwargs = dict(max_new_tokens=16, min_new_tokens=16, do_sample=False)
-    plain = model.generate(**enc, past_key_values=make_cache("bf16", 2), **kwargs)
-    int8 = model.generate(**enc, past_key_values=make_cache("int8", 2), **kwargs)
-    assert torch.equal(plain, int8)
-    layer = make_cache("int8", 1).layers[0]
-    states = torch.randn(2, 2, 5, 16)
-    layer.update(states, states)
-    keys, _ = layer.update(states[:, :, :1], states[:, :, :1])
-    assert keys.shape == (2, 2, 6, 16)
-    assert layer._quantized_keys[0].dtype == torch.int8
-    assert torch.allclose(keys[:, :, :5], states, atol=states.abs().max().item() / 100)
+def test_a_segment_out_of_memory_even_alone_fails_with_an_error(engine, monkeypatch):
+    def always_oom(seqs):
+        raise torch.OutOfMemoryError("injected")
+
+    monkeypatch.setattr(engine.runner, "decode", always_oom)
+    job = engine.submit([("Hello.", EN)], resolve("de"), GREEDY)
+    with pytest.raises(GenerationError, match="even alone"):
+        job.wait(60)
+    monkeypatch.undo()
+    engine.scheduler.max_in_flight, engine.scheduler.prefill_tokens = engine.runner.plan.max_in_flight, 1024
+    assert engine.submit([("Hello.", EN)], resolve("de"), GREEDY).wait(60)
+
+
+def test_a_failing_step_ends_its_jobs_with_an_error_and_the_engine_goes_on(engine, monkeypatch):
+    monkeypatch.setattr(engine.runner, "decode", lambda seqs: 1 / 0)
+    with pytest.raises(GenerationError, match="ZeroDivisionError"):
+        engine.submit([("Hello.", EN)], resolve("de"), GREEDY).wait(60)
+    monkeypatch.undo()
+    assert engine.alive and engine.submit([("Hello.", EN)], resolve("de"), GREEDY).wait(60)
+
+
+def test_stopping_ends_pending_jobs_with_an_error(cpu_settings):
+    from hymt.engine.engine import start
+    from hymt.planning import decide
+
+    eng = start(cpu_settings, decide(cpu_settings))
+    job = eng.submit([("Some text. " * 20, EN)], resolve("de"), GREEDY)
+    eng.stop()
+    with pytest.raises(NotReady):
+        job.wait(10)
+    with pytest.raises(NotReady):
+        eng.submit([("Hello.", EN)], resolve("de"), GREEDY)
+
+
+def test_int8_arena_stores_per_token_scales_and_reads_back_close():
+    arena = KVArena(1, 8, 2, 16, "int8", torch.float32, torch.device("cpu"))
+    states = torch.randn(3, 2, 16)
+    arena.write(0, torch.tensor([5, 1, 2]), states, -states)
+    keys, values = arena.read(0, torch.tensor([1, 2, 5]))
+    assert arena.keys[0].dtype == torch.int8
+    assert torch.allclose(keys, states[[1, 2, 0]], atol=states.abs().max().item() / 100)
+    assert torch.allclose(values, -states[[1, 2, 0]], atol=states.abs().max().item() / 100)
+    whole, _ = arena.layer(0)
+    assert torch.equal(whole[[1, 2, 5]], keys)
+
+
+def test_padded_decoding_attention_equals_per_segment_attention(engine):
+    """The GPU fallback's one masked call for a decoding batch against the per-segment path."""
+    from hymt.engine.model import Batch
+
+    decoder = engine.runner.decoder
+    arena = KVArena(1, 64, decoder.num_kv_heads, decoder.head_dim, "fp32", torch.float32, torch.device("cpu"))
+    arena.keys[0].normal_()
+    arena.values[0].normal_()
+    decoder_arena, decoder.arena = decoder.arena, arena
+    try:
+        q = torch.randn(3, decoder.num_heads, decoder.head_dim)
+        starts, lengths = [1, 20, 40], [5, 17, 1]
+        batch = Batch(input_ids=torch.zeros(3, dtype=torch.long), positions=torch.zeros(3, dtype=torch.long),
+                      write_index=torch.zeros(3, dtype=torch.long), query_starts=torch.arange(4, dtype=torch.int32),
+                      kv_starts=torch.tensor(starts + [0], dtype=torch.int32),
+                      kv_lengths=torch.tensor(lengths, dtype=torch.int32), logits_index=torch.arange(3),
+                      max_query=1, max_kv=20)
+        padded = decoder._attend(0, q, batch, decoder._gather_plan(batch))
+        batch.spans = [(i, 1, s, n) for i, (s, n) in enumerate(zip(starts, lengths))]
+        assert torch.allclose(padded, decoder._attend(0, q, batch, None), atol=1e-5)
+    finally:
+        decoder.arena = decoder_arena
+
+
+def test_sampler_mixes_greedy_and_sampled_rows_and_holds_back_the_stop_token():
+    sampler = Sampler(4, 10, stop_ids=[9], device=torch.device("cpu"))
+    for row in range(4):
+        sampler.reset_row(row, [0])
+    logits = torch.tensor([[0.0] * 9 + [5.0]] * 4)
+    logits[:, 3] = 4.0
+    tokens = sampler.sample(logits, [0, 1, 2, 3], [GREEDY, Sampling(top_k=1), GREEDY, Sampling(top_k=1)],
+                            [False, False, True, True])
+    assert tokens.tolist() == [9, 9, 3, 3]
+    assert sampler.seen[2, 3] and not sampler.seen[2, 5]
+    sampler.reset_row(0, [1])  # token 1 was seen: the 1.05 penalty takes it below an unseen token 0
+    assert sampler.sample(torch.tensor([[2.0, 2.05] + [0.0] * 8]), [0], [GREEDY], [False]).tolist() == [0]

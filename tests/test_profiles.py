@@ -1,5 +1,6 @@
 """The planner's decisions for simulated cards, on the real 7B shape, without a GPU."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,53 +11,74 @@ import pytest
 from hymt.errors import HymtError
 from hymt.hardware import GIB, simulate
 from hymt.planning import HUNYUAN_MT_7B
-from hymt.profiles import ModelShape, plan
+from hymt.profiles import BY_NAME, PROMPT_OVERHEAD_TOKENS, ModelShape, plan, segment_kv_tokens
+from hymt.settings import Settings
+
+SETTINGS = Settings()
 
 
 def test_shape_numbers_match_the_measured_checkpoint():
     assert HUNYUAN_MT_7B.weight_bytes("bf16") / GIB == pytest.approx(14.96, abs=0.01)
     assert HUNYUAN_MT_7B.weight_bytes("nf4") / GIB == pytest.approx(5.34, abs=0.1)
     assert HUNYUAN_MT_7B.kv_bytes_per_token("bf16") == 131072
-    assert HUNYUAN_MT_7B.kv_bytes_per_token("int8") == 66560
+    # int8 values with a 16-bit scale per token and head, plus the 16-bit layer flash attention reads
+    assert HUNYUAN_MT_7B.kv_bytes_per_token("int8") == 66560 + 4096
 
 
-@pytest.mark.parametrize("card_gb,profile", [(8, "nf4"), (12, "nf4"), (16, "nf4"), (18, "bf16"), (24, "bf16"),
-                                             (48, "bf16"), (80, "bf16")])
+def card(gb: float, capability=(9, 0)):
+    return dataclasses.replace(simulate(None, gb), compute_capability=capability)
+
+
+@pytest.mark.parametrize("card_gb,profile", [(8, "nf4-int8kv"), (12, "nf4"), (16, "nf4"), (18, "nf4"),
+                                             (24, "bf16"), (48, "bf16"), (80, "bf16")])
 def test_cards(card_gb, profile):
-    decision = plan(HUNYUAN_MT_7B, simulate(None, card_gb))
+    decision = plan(HUNYUAN_MT_7B, card(card_gb), SETTINGS)
     assert decision.profile == profile
-    assert decision.batch_tokens >= 4096
     tier = decision.numbers["tiers"][profile]
-    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.batch_tokens * tier["bytes_per_batch_token"] \
-        <= card_gb * GIB
+    assert decision.kv_cache_tokens == tier["kv_cache_tokens"] > decision.max_seq_tokens
+    assert decision.kv_cache_bytes == decision.kv_cache_tokens * tier["kv_bytes_per_token"]
+    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes <= card_gb * GIB
+    assert 1 <= decision.max_in_flight <= SETTINGS.max_in_flight
 
 
 def test_int8_kv_when_bf16_weights_fit_but_not_the_kv_target():
-    decision = plan(HUNYUAN_MT_7B, simulate(None, 18), target_batch_tokens=5000)
+    decision = plan(HUNYUAN_MT_7B, card(20), SETTINGS.replace(target_kv_tokens=20000))
     assert decision.profile == "bf16-int8kv"
 
 
-def test_small_card_gets_the_smallest_tier_with_what_is_left():
-    decision = plan(HUNYUAN_MT_7B, simulate(None, 7))
-    assert decision.profile == "nf4-int8kv"
-    assert 512 <= decision.batch_tokens < 4096
+def test_small_card_gets_the_tier_leaving_the_most_room():
+    decision = plan(HUNYUAN_MT_7B, card(8), SETTINGS)
+    assert decision.profile == "nf4-int8kv" and "leaves the most" in decision.reason
+    assert decision.max_seq_tokens < decision.kv_cache_tokens < SETTINGS.target_kv_tokens
 
 
-def test_six_gb_card_is_refused_with_the_need():
+def test_a_card_without_room_for_one_segment_is_refused_with_the_need():
     with pytest.raises(HymtError) as err:
-        plan(HUNYUAN_MT_7B, simulate(None, 6))
+        plan(HUNYUAN_MT_7B, card(6), SETTINGS)
     assert "needs about" in err.value.message
 
 
-def test_eighty_gb_card_gets_a_large_budget():
-    assert plan(HUNYUAN_MT_7B, simulate(None, 80)).batch_tokens == 65536
+def test_int4_is_chosen_by_name_and_only_on_ampere_or_later():
+    assert plan(HUNYUAN_MT_7B, card(12), SETTINGS.replace(profile="int4")).profile == "int4"
+    with pytest.raises(HymtError, match="compute capability 8.0 or later"):
+        plan(HUNYUAN_MT_7B, card(12, (7, 5)), SETTINGS.replace(profile="int4"))
+    older = plan(HUNYUAN_MT_7B, card(12, (7, 5)), SETTINGS)
+    assert older.profile == "nf4" and not older.allows(BY_NAME["int4"]) and older.allows(BY_NAME["nf4"])
 
 
 def test_forced_profile_and_no_gpu():
-    assert plan(HUNYUAN_MT_7B, simulate(None, 80), forced="nf4").profile == "nf4"
-    assert plan(HUNYUAN_MT_7B, None).profile == "cpu"
+    assert plan(HUNYUAN_MT_7B, card(80), SETTINGS.replace(profile="nf4")).profile == "nf4"
+    assert plan(HUNYUAN_MT_7B, None, SETTINGS).profile == "cpu"
     with pytest.raises(HymtError):
-        plan(HUNYUAN_MT_7B, simulate(None, 12), forced="bf16")
+        plan(HUNYUAN_MT_7B, card(12), SETTINGS.replace(profile="bf16"))
+    forced = plan(HUNYUAN_MT_7B, card(24), SETTINGS.replace(kv_cache_tokens=5000))
+    assert forced.kv_cache_tokens == 5000
+
+
+def test_a_smaller_output_budget_lets_segments_hold_less():
+    short = SETTINGS.replace(max_new_tokens=64)
+    assert segment_kv_tokens(short) == PROMPT_OVERHEAD_TOKENS + 256 + 64
+    assert segment_kv_tokens(SETTINGS) == PROMPT_OVERHEAD_TOKENS + 256 + 3 * 256 + 16
 
 
 def test_shape_from_a_config_object():
@@ -73,7 +95,7 @@ def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-@pytest.mark.parametrize("card_gb,profile", [("8", "nf4"), ("24", "bf16")])
+@pytest.mark.parametrize("card_gb,profile", [("8", "nf4-int8kv"), ("24", "bf16")])
 def test_profile_command_reads_simulated_card_from_environment(card_gb, profile, tmp_path):
     out = tmp_path / "decision.json"
     result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"},

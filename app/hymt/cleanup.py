@@ -24,6 +24,12 @@ def max_new_tokens(source_tokens: int, cap: int) -> int:
     return max(16, min(cap, 3 * source_tokens + 16))
 
 
+def partial(raw: str) -> str:
+    """Text generated so far, for a stream: markup dropped, and a character still being spelled out by its bytes
+    (the decoder's replacement character at the end) held back."""
+    return _SPECIAL.sub("", raw).lstrip().rstrip("\ufffd")
+
+
 def clean(source: str, raw: str) -> Cleaned:
     text = _SPECIAL.sub("", raw)
     # A translation the model prefixes with the prompt's own scaffolding ("Translation:") is left as it is:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 from .errors import BadRequest, HymtError
 from .settings import PROFILE_CHOICES, Settings
@@ -30,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--greedy", action="store_true", default=None, help="greedy decoding instead of sampling")
     t.add_argument("--max-segment-tokens", type=int, help="longest segment sent to the model, in tokens")
     t.add_argument("--profile", choices=PROFILE_CHOICES, help="memory profile (default: chosen for the GPU)")
+    t.add_argument("--stats", action="store_true",
+                   help="print one JSON line of figures (segments, tokens, seconds, memory) on stderr at the end")
 
     s = sub.add_parser("serve", help="run the HTTP API and web page")
     s.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
@@ -118,9 +121,11 @@ def _translate(args, settings: Settings) -> int:
         found = detect.detect(text)
         source = found.language if found else None
 
+    began = time.perf_counter()
     decision = decide(settings)
     apply_memory_cap(settings.gpu_memory_gb)
     engine = engine_mod.start(settings, decision)
+    started = time.perf_counter()
     try:
         bar = None
 
@@ -137,11 +142,27 @@ def _translate(args, settings: Settings) -> int:
         finally:
             if bar is not None:
                 bar.close()
+        if args.stats:
+            print(json.dumps({"stats": _stats(engine, job, time.perf_counter() - started, started - began)}),
+                  file=sys.stderr)
     finally:
         engine.stop()
     sys.stdout.write(result)
     sys.stdout.flush()
     return 0
+
+
+def _stats(engine, job, seconds: float, startup_s: float) -> dict:
+    peak = 0.0
+    if engine.runner.device.type == "cuda":
+        import torch
+
+        peak = torch.cuda.max_memory_reserved() / 2 ** 30
+    stats = engine.runner.stats
+    return {"segments": job.num_segments, "segments_done": job.num_done, "tokens_out": job.tokens_out,
+            "seconds": round(seconds, 2), "tok_s": round(job.tokens_out / max(seconds, 1e-9), 1),
+            "startup_s": round(startup_s, 1), "peak_reserved_gb": round(peak, 2), "oom_events": stats.oom_events,
+            "max_in_flight": stats.max_in_flight_seen, "profile": engine.decision.profile}
 
 
 def _serve(args, settings: Settings) -> int:

@@ -20,6 +20,7 @@ class GpuMemory:
     total_bytes: int
     free_bytes: int
     source: str  # "nvml", "nvidia-smi" or "simulated"
+    compute_capability: tuple[int, int] | None = None  # (8, 6) for an RTX 3090; None when unknown
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -33,7 +34,8 @@ def simulate(gpu: GpuMemory | None, card_gb: float) -> GpuMemory:
     """A card of `card_gb` GiB, empty, standing in for the real one (which must be at least as large to run)."""
     total = int(card_gb * GIB)
     name = f"simulated {card_gb:g} GiB" + (f" on {gpu.name}" if gpu else "")
-    return GpuMemory(name=name, total_bytes=total, free_bytes=total, source="simulated")
+    return GpuMemory(name=name, total_bytes=total, free_bytes=total, source="simulated",
+                     compute_capability=gpu.compute_capability if gpu else None)
 
 
 def _from_nvml(index: int) -> GpuMemory | None:
@@ -48,7 +50,12 @@ def _from_nvml(index: int) -> GpuMemory | None:
             info = pynvml.nvmlDeviceGetMemoryInfo(handle)
             name = pynvml.nvmlDeviceGetName(handle)
             name = name.decode() if isinstance(name, bytes) else name
-            return GpuMemory(name=name, total_bytes=int(info.total), free_bytes=int(info.free), source="nvml")
+            try:
+                capability = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+            except pynvml.NVMLError:
+                capability = None
+            return GpuMemory(name=name, total_bytes=int(info.total), free_bytes=int(info.free), source="nvml",
+                             compute_capability=capability)
         finally:
             pynvml.nvmlShutdown()
     except pynvml.NVMLError:
@@ -61,12 +68,16 @@ def _from_nvidia_smi(index: int) -> GpuMemory | None:
         return None
     try:
         out = subprocess.run(
-            [exe, f"--id={index}", "--query-gpu=name,memory.total,memory.free", "--format=csv,noheader,nounits"],
+            [exe, f"--id={index}", "--query-gpu=name,memory.total,memory.free,compute_cap",
+             "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()
-        name, total_mib, free_mib = (part.strip() for part in out.split(","))
+        name, total_mib, free_mib, capability = (part.strip() for part in out.split(","))
+        major, _, minor = capability.partition(".")
         return GpuMemory(name=name, total_bytes=int(float(total_mib)) * 1024 ** 2,
-                         free_bytes=int(float(free_mib)) * 1024 ** 2, source="nvidia-smi")
+                         free_bytes=int(float(free_mib)) * 1024 ** 2, source="nvidia-smi",
+                         compute_capability=(int(major), int(minor)) if major.isdigit() and minor.isdigit()
+                         else None)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
 

@@ -36,8 +36,6 @@ def decide(settings: Settings) -> Decision:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot read decision file {settings.decision_file}: {exc}") from None
     shape, source = model_shape(settings.model)
-    decision = plan(shape, visible_gpu(settings.gpu_memory_gb), forced=settings.profile,
-                    target_batch_tokens=settings.target_batch_tokens, max_batch_size=settings.max_batch_size,
-                    batch_tokens=settings.batch_tokens)
+    decision = plan(shape, visible_gpu(settings.gpu_memory_gb), settings)
     decision.numbers["shape_source"] = source
     return decision

@@ -1,7 +1,9 @@
 """Memory profiles (what each tier stores in which format) and the planner that picks one for a card.
 
 All sizes come from the checkpoint's config: bytes of weights per tier, bytes of KV cache per token per tier, and
-an estimate of activations per batch token. The planner is pure arithmetic; the engine's warm-up proves it.
+scratch for prefill activations and per-row sampling. The planner turns what is left of the card into a KV arena
+(tokens and bytes) and a number of segments decoded together; it is pure arithmetic, and the engine's warm-up
+proves it.
 """
 
 from __future__ import annotations
@@ -15,28 +17,44 @@ from .hardware import CUDA_CONTEXT_BYTES, GIB, GpuMemory
 @dataclass(frozen=True)
 class Tier:
     name: str
-    weights: str  # "bf16", "int8", "nf4", "fp32"
+    weights: str  # "bf16", "int4", "int8", "nf4", "fp32"
     kv_cache: str  # "bf16", "int8", "fp32"
     device: str  # "cuda" or "cpu"
     auto: bool = True  # whether the planner may pick it by itself
+    min_capability: tuple[int, int] = (0, 0)  # the GPU generation its kernels need
 
 
-# Highest fidelity first: the planner walks this order. LLM.int8 weights are slower than NF4 at batch 1 and larger,
-# so the planner never picks them; they stay available by name (see the README's measurements).
+# Highest fidelity first: the planner walks this order. NF4 (bitsandbytes, quantized while loading) is the 4-bit
+# tier: with the decoding step captured in a CUDA graph it ran at 129 tok/s for one segment on an H200 and 3,327
+# tok/s for 128, where torchao's INT4 (tinygemm, Ampere and later) ran 158 and 774 (its kernel slows as the batch
+# grows; bench/logs/engine). INT4 stays available by name for a single user. LLM.int8 weights are slower than NF4
+# and larger: by name only too.
+AMPERE = (8, 0)
 TIERS: tuple[Tier, ...] = (
     Tier("bf16", "bf16", "bf16", "cuda"),
     Tier("bf16-int8kv", "bf16", "int8", "cuda"),
-    Tier("int8", "int8", "bf16", "cuda", auto=False),
     Tier("nf4", "nf4", "bf16", "cuda"),
     Tier("nf4-int8kv", "nf4", "int8", "cuda"),
+    Tier("int4", "int4", "bf16", "cuda", auto=False, min_capability=AMPERE),
+    Tier("int4-int8kv", "int4", "int8", "cuda", auto=False, min_capability=AMPERE),
+    Tier("int8", "int8", "bf16", "cuda", auto=False),
 )
 CPU_TIER = Tier("cpu", "fp32", "fp32", "cpu")
 BY_NAME = {t.name: t for t in (*TIERS, CPU_TIER)}
 
 ALLOCATOR_SLACK = 0.08  # share of the rest kept free for fragmentation in torch's caching allocator
-MIN_BATCH_TOKENS = 512
-MAX_BATCH_TOKENS = 65536
-CPU_BATCH_TOKENS = 2048
+# CUDA graph pool for decoding, cuBLAS workspaces, compiled kernels, rotary tables: measured well under this.
+FIXED_OVERHEAD_BYTES = 384 * 1024 ** 2
+CPU_KV_TOKENS = 16384
+# Tokens of the official instruction and the chat template around a segment's text.
+PROMPT_OVERHEAD_TOKENS = 64
+
+
+def segment_kv_tokens(settings) -> int:
+    """The longest KV range one segment can need: its prompt and its whole output budget (cleanup's rule:
+    3x the source + 16, capped by HYMT_MAX_NEW_TOKENS)."""
+    source = settings.max_segment_tokens
+    return PROMPT_OVERHEAD_TOKENS + source + min(settings.max_new_tokens, 3 * source + 16)
 
 
 @dataclass(frozen=True)
@@ -85,7 +103,8 @@ class ModelShape:
 
     def weight_bytes(self, weights: str) -> int:
         # NF4 with double quantization: 4 bits, an 8-bit absmax per 64 values, an fp32 scale per 256 absmaxes.
-        per_linear = {"fp32": 4.0, "bf16": 2.0, "int8": 1.0 + 4.0 / self.hidden_size,
+        # INT4: 4 bits and a 16-bit scale and zero point per group of 128.
+        per_linear = {"fp32": 4.0, "bf16": 2.0, "int8": 1.0 + 4.0 / self.hidden_size, "int4": 0.5 + 4 / 128,
                       "nf4": 0.5 + 1 / 64 + 4 / (64 * 256)}[weights]
         per_other = 4.0 if weights == "fp32" else 2.0
         return int(self.linear_params * per_linear + self.other_params * per_other)
@@ -93,19 +112,21 @@ class ModelShape:
     def kv_bytes_per_token(self, kv_cache: str) -> int:
         slots = 2 * self.num_layers * self.num_kv_heads
         if kv_cache == "int8":
-            return slots * (self.head_dim + 2)  # int8 values plus one 16-bit scale per token and head
+            # int8 values plus one 16-bit scale per token and head, and one 16-bit layer to dequantize into
+            return slots * (self.head_dim + 2) + 2 * self.num_kv_heads * self.head_dim * 2
         return slots * self.head_dim * (4 if kv_cache == "fp32" else 2)
 
     def activation_bytes_per_token(self) -> int:
         """Peak activations per batch token during prefill (hidden states, attention, the MLP's two halves)."""
         return 2 * (6 * self.hidden_size + 3 * self.intermediate_size)
 
-    def transient_bytes(self, weights: str, max_batch_size: int) -> int:
-        """Fixed scratch: fp32 logits of the last position per sequence (and a copy for sampling), and for NF4
-        one dequantized MLP matrix at a time."""
-        logits = 2 * 4 * self.vocab_size * max_batch_size
+    def transient_bytes(self, weights: str, max_in_flight: int, prefill_tokens: int) -> int:
+        """Scratch beside the weights and the KV cache: a prefill step's activations; per decoding row the logits
+        in 16 bits, their float32 copies while sampling and the repetition-penalty bits; for NF4 and LLM.int8 one
+        dequantized MLP matrix; fixed overheads."""
+        sampling = max_in_flight * self.vocab_size * (2 + 5 * 4 + 1)
         dequant = 2 * self.hidden_size * self.intermediate_size if weights in ("nf4", "int8") else 0
-        return logits + dequant
+        return prefill_tokens * self.activation_bytes_per_token() + sampling + dequant + FIXED_OVERHEAD_BYTES
 
 
 def _get(obj, key: str):
@@ -118,7 +139,11 @@ class Decision:
     weights: str
     kv_cache: str
     device: str
-    batch_tokens: int
+    kv_cache_tokens: int  # the KV arena, in tokens
+    kv_cache_bytes: int
+    max_in_flight: int  # segments decoded together at most
+    prefill_tokens: int
+    max_seq_tokens: int  # the longest KV range one segment holds
     reason: str
     gpu: dict | None
     numbers: dict = field(default_factory=dict)
@@ -130,82 +155,118 @@ class Decision:
     def to_json(self) -> dict:
         return asdict(self)
 
-    def with_batch_tokens(self, batch_tokens: int, reason: str) -> "Decision":
-        return Decision(**{**asdict(self), "batch_tokens": batch_tokens, "reason": reason})
+    def allows(self, tier: Tier) -> bool:
+        """Whether this GPU runs the tier's kernels (an unknown GPU generation is given the benefit of the doubt)."""
+        capability = (self.gpu or {}).get("compute_capability")
+        return capability is None or tuple(capability) >= tier.min_capability
 
-    def with_tier(self, tier: Tier, batch_tokens: int, reason: str) -> "Decision":
-        return Decision(**{**asdict(self), "profile": tier.name, "weights": tier.weights,
-                           "kv_cache": tier.kv_cache, "batch_tokens": batch_tokens, "reason": reason})
+    def with_kv_tokens(self, kv_tokens: int, max_in_flight: int, reason: str) -> "Decision":
+        per_token = self.kv_cache_bytes // max(1, self.kv_cache_tokens)
+        return Decision(**{**asdict(self), "kv_cache_tokens": kv_tokens, "kv_cache_bytes": kv_tokens * per_token,
+                           "max_in_flight": max_in_flight, "reason": reason})
+
+    def with_tier(self, tier: Tier, reason: str) -> "Decision":
+        """The next tier down, with the KV arena the planner gave it."""
+        info = self.numbers.get("tiers", {}).get(tier.name, {})
+        kv_tokens = info.get("kv_cache_tokens", self.kv_cache_tokens)
+        return Decision(**{**asdict(self), "profile": tier.name, "weights": tier.weights, "kv_cache": tier.kv_cache,
+                           "kv_cache_tokens": kv_tokens,
+                           "kv_cache_bytes": kv_tokens * info.get("kv_bytes_per_token", 0),
+                           "max_in_flight": info.get("max_in_flight", self.max_in_flight), "reason": reason})
 
 
-def budget_tokens(shape: ModelShape, tier: Tier, gpu: GpuMemory, max_batch_size: int) -> tuple[int, dict]:
-    """How many batch tokens fit beside this tier's weights on this card, and the numbers behind it."""
+def kv_budget(shape: ModelShape, tier: Tier, gpu: GpuMemory, max_in_flight: int, prefill_tokens: int,
+              ) -> dict:
+    """How many KV tokens fit beside this tier's weights and scratch on this card, and the numbers behind it."""
     usable = (gpu.free_bytes - CUDA_CONTEXT_BYTES) * (1 - ALLOCATOR_SLACK)
     weights = shape.weight_bytes(tier.weights)
-    transient = shape.transient_bytes(tier.weights, max_batch_size)
-    per_token = shape.kv_bytes_per_token(tier.kv_cache) + shape.activation_bytes_per_token()
+    per_token = shape.kv_bytes_per_token(tier.kv_cache)
+    transient = shape.transient_bytes(tier.weights, max_in_flight, prefill_tokens)
     left = usable - weights - transient
     tokens = int(left // per_token) if left > 0 else 0
-    return tokens, {"usable_bytes": int(usable), "weight_bytes": weights, "transient_bytes": transient,
-                    "bytes_per_batch_token": per_token, "fits_batch_tokens": tokens}
+    return {"usable_bytes": int(usable), "weight_bytes": weights, "transient_bytes": transient,
+            "kv_bytes_per_token": per_token, "kv_cache_tokens": tokens,
+            "max_in_flight": in_flight(tokens, max_in_flight)}
 
 
-def plan(shape: ModelShape, gpu: GpuMemory | None, *, forced: str = "auto", target_batch_tokens: int = 4096,
-         max_batch_size: int = 32, batch_tokens: int | None = None) -> Decision:
-    """Pick the highest-fidelity tier leaving room for `target_batch_tokens`; else the tier leaving the most room;
-    else refuse. `forced` names a tier to use regardless (still refused if its weights cannot fit)."""
+def in_flight(kv_tokens: int, max_in_flight: int) -> int:
+    """Decoding rows for an arena: one per 64 tokens (a short sentence's prompt and budget) up to the setting."""
+    return max(1, min(max_in_flight, kv_tokens // 64))
+
+
+def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
+    """Pick the highest-fidelity tier this GPU runs that leaves `target_kv_tokens` of KV cache; else the tier
+    leaving the most; else refuse. HYMT_PROFILE names a tier to use regardless (refused if it cannot fit one
+    segment). The numbers of every tier are kept in the decision."""
+    seq_tokens = segment_kv_tokens(settings)
+    forced = settings.profile
     if gpu is None or forced == "cpu":
         why = "forced by HYMT_PROFILE" if forced == "cpu" else "no NVIDIA GPU found: running on the CPU (slow)"
-        return _decide(CPU_TIER, batch_tokens or CPU_BATCH_TOKENS, why, None, {})
+        tokens = max(settings.kv_cache_tokens or CPU_KV_TOKENS, seq_tokens + 1)
+        return _decide(CPU_TIER, tokens, tokens * shape.kv_bytes_per_token("fp32"), settings, why, None, {})
 
-    per_tier = {t.name: budget_tokens(shape, t, gpu, max_batch_size) for t in TIERS}
-    numbers = {"tiers": {name: info for name, (_, info) in per_tier.items()},
-               "target_batch_tokens": target_batch_tokens, "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-               "allocator_slack": ALLOCATOR_SLACK}
+    per_tier = {t.name: kv_budget(shape, t, gpu, settings.max_in_flight, settings.prefill_tokens) for t in TIERS}
+    numbers = {"tiers": per_tier, "target_kv_tokens": settings.target_kv_tokens,
+               "cuda_context_bytes": CUDA_CONTEXT_BYTES, "allocator_slack": ALLOCATOR_SLACK}
     gib = gpu.free_bytes / GIB
+    capability = f" (compute capability {'.'.join(map(str, gpu.compute_capability))})" if gpu.compute_capability \
+        else ""
+
+    def decide(tier: Tier, why: str) -> Decision:
+        info = per_tier[tier.name]
+        tokens = settings.kv_cache_tokens or info["kv_cache_tokens"]
+        return _decide(tier, tokens, tokens * info["kv_bytes_per_token"], settings, why, gpu, numbers,
+                       shape.quantized_format)
 
     if forced != "auto":
         tier = BY_NAME.get(forced)
         if tier is None or tier is CPU_TIER:
             raise ConfigError(f"unknown profile {forced!r}")
-        fits = per_tier[tier.name][0]
-        if fits < MIN_BATCH_TOKENS:
+        if not _runs_on(tier, gpu):
+            raise HymtError(f"profile {forced} needs a GPU of compute capability "
+                            f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
+                            error_type="does_not_fit")
+        if per_tier[tier.name]["kv_cache_tokens"] <= seq_tokens:
             raise HymtError(f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
-                            f"{_need_gib(shape, tier, max_batch_size):.1f} GiB", error_type="does_not_fit")
-        return _decide(tier, _clamp(batch_tokens or fits), "forced by HYMT_PROFILE", gpu, numbers,
-                       shape.quantized_format)
+                            f"{_need_gib(shape, tier, settings, seq_tokens):.1f} GiB", error_type="does_not_fit")
+        return decide(tier, "forced by HYMT_PROFILE")
 
-    # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of NF4).
-    candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights == "nf4")]
+    # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of INT4 or NF4).
+    candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights in ("int4", "nf4"))]
+    older = [t.name for t in candidates if not _runs_on(t, gpu)]
+    candidates = [t for t in candidates if _runs_on(t, gpu)]
+    note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
     for tier in candidates:
-        fits = per_tier[tier.name][0]
-        if fits >= target_batch_tokens:
-            why = f"highest-fidelity tier leaving room for {target_batch_tokens} batch tokens in {gib:.1f} GiB"
-            return _decide(tier, _clamp(batch_tokens or fits), why, gpu, numbers, shape.quantized_format)
-    best = max(candidates, key=lambda t: per_tier[t.name][0])
-    fits = per_tier[best.name][0]
-    if fits >= MIN_BATCH_TOKENS:
-        why = (f"no tier leaves room for {target_batch_tokens} batch tokens in {gib:.1f} GiB; "
-               f"{best.name} leaves the most ({fits})")
-        return _decide(best, _clamp(batch_tokens or fits), why, gpu, numbers, shape.quantized_format)
-    smallest = min(candidates, key=lambda t: _need_gib(shape, t, max_batch_size))
+        if per_tier[tier.name]["kv_cache_tokens"] >= settings.target_kv_tokens:
+            return decide(tier, f"highest-fidelity tier leaving room for {settings.target_kv_tokens} KV tokens "
+                                f"in {gib:.1f} GiB{note}")
+    best = max(candidates, key=lambda t: per_tier[t.name]["kv_cache_tokens"])
+    fits = per_tier[best.name]["kv_cache_tokens"]
+    if fits > seq_tokens:
+        return decide(best, f"no tier leaves room for {settings.target_kv_tokens} KV tokens in {gib:.1f} GiB; "
+                            f"{best.name} leaves the most ({fits}){note}")
+    smallest = min(candidates, key=lambda t: _need_gib(shape, t, settings, seq_tokens))
     raise HymtError(f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
-                    f"({smallest.name}) needs about {_need_gib(shape, smallest, max_batch_size):.1f} GiB",
+                    f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB",
                     error_type="does_not_fit")
 
 
-def _need_gib(shape: ModelShape, tier: Tier, max_batch_size: int) -> float:
-    per_token = shape.kv_bytes_per_token(tier.kv_cache) + shape.activation_bytes_per_token()
-    need = (shape.weight_bytes(tier.weights) + shape.transient_bytes(tier.weights, max_batch_size)
-            + MIN_BATCH_TOKENS * per_token) / (1 - ALLOCATOR_SLACK) + CUDA_CONTEXT_BYTES
+def _runs_on(tier: Tier, gpu: GpuMemory) -> bool:
+    return gpu.compute_capability is None or tuple(gpu.compute_capability) >= tier.min_capability
+
+
+def _need_gib(shape: ModelShape, tier: Tier, settings, seq_tokens: int) -> float:
+    need = (shape.weight_bytes(tier.weights)
+            + shape.transient_bytes(tier.weights, in_flight(seq_tokens, settings.max_in_flight),
+                                    settings.prefill_tokens)
+            + (seq_tokens + 1) * shape.kv_bytes_per_token(tier.kv_cache)) / (1 - ALLOCATOR_SLACK) + CUDA_CONTEXT_BYTES
     return need / GIB
 
 
-def _clamp(tokens: int) -> int:
-    return max(MIN_BATCH_TOKENS, min(MAX_BATCH_TOKENS, tokens))
-
-
-def _decide(tier: Tier, batch_tokens: int, reason: str, gpu: GpuMemory | None, numbers: dict,
-            weights: str | None = None) -> Decision:
+def _decide(tier: Tier, kv_tokens: int, kv_bytes: int, settings, reason: str, gpu: GpuMemory | None,
+            numbers: dict, weights: str | None = None) -> Decision:
     return Decision(profile=tier.name, weights=weights or tier.weights, kv_cache=tier.kv_cache, device=tier.device,
-                    batch_tokens=batch_tokens, reason=reason, gpu=gpu.to_json() if gpu else None, numbers=numbers)
+                    kv_cache_tokens=kv_tokens, kv_cache_bytes=kv_bytes,
+                    max_in_flight=in_flight(kv_tokens, settings.max_in_flight), prefill_tokens=settings.prefill_tokens,
+                    max_seq_tokens=segment_kv_tokens(settings), reason=reason,
+                    gpu=gpu.to_json() if gpu else None, numbers=numbers)

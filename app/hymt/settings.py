@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .errors import ConfigError
 
-PROFILE_CHOICES = ("auto", "bf16", "bf16-int8kv", "int8", "nf4", "nf4-int8kv", "cpu")
+PROFILE_CHOICES = ("auto", "bf16", "bf16-int8kv", "int4", "int4-int8kv", "int8", "nf4", "nf4-int8kv", "cpu")
 
 
 @dataclass(frozen=True)
@@ -20,13 +20,20 @@ class Settings:
     profile: str = "auto"
     # Pretend the GPU has this much memory (GB); the process is capped to it. None: the real card.
     gpu_memory_gb: float | None = None
-    # Concurrent tokens (prompt + output, summed over a batch) the planner must leave room for.
-    target_batch_tokens: int = 4096
-    # Forces the batch token budget instead of the planner's.
-    batch_tokens: int | None = None
-    max_batch_size: int = 32
-    # The longest an idle engine waits for requests arriving together before it starts a batch (milliseconds).
-    batch_wait_ms: int = 100
+    # KV cache tokens (prompt + output budget, summed over the segments in flight) the planner must leave room for
+    # before it picks a tier: the highest-fidelity tier that leaves this many.
+    target_kv_tokens: int = 16384
+    # Forces the size of the KV cache in tokens instead of the planner's.
+    kv_cache_tokens: int | None = None
+    # Segments decoded together at most (the planner lowers it when the KV cache holds fewer).
+    max_in_flight: int = 128
+    # Prompt tokens prefilled in one step: a bound on how long newcomers pause the segments being decoded.
+    prefill_tokens: int = 1024
+    # Decoding steps replayed as captured CUDA graphs, and small fused kernels compiled with torch.compile.
+    cuda_graphs: bool = True
+    compile: bool = True
+    # Where compiled kernels are kept so that a restart does not compile again (a volume in the image).
+    compile_cache_dir: str | None = None
     max_segment_tokens: int = 256
     max_new_tokens: int = 1024
     greedy: bool = False
@@ -38,9 +45,8 @@ class Settings:
     api_keys: tuple[str, ...] = field(default_factory=tuple)
     decision_file: str | None = None
     log_level: str = "info"
-    empty_cache_after_batch: bool = False
-    # cuDNN's attention kernels for SDPA. Off: on an H200 they build a graph for each new sequence length, which
-    # made decoding 2.2x (batch 1) to 2.8x (16 concurrent) slower than the flash/efficient kernels (bench part g).
+    # cuDNN's attention kernels for SDPA (the gathering attention path). Off: on an H200 they build a graph for each
+    # new sequence length, which made decoding 2.2x to 2.8x slower than the flash/efficient kernels.
     cudnn_attention: bool = False
     # The appliance: where supervisord keeps its socket, and how the health service watches the server.
     run_dir: str = "/run/hymt"
@@ -64,15 +70,13 @@ class Settings:
         if self.profile not in PROFILE_CHOICES:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
         positive = ("port", "health_port", "health_interval_s", "health_failures", "health_backoff_max_s",
-                    "target_batch_tokens", "max_batch_size", "max_segment_tokens", "max_new_tokens",
+                    "target_kv_tokens", "max_in_flight", "prefill_tokens", "max_segment_tokens", "max_new_tokens",
                     "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
-        if self.batch_wait_ms < 0:
-            raise ConfigError(f"HYMT_BATCH_WAIT_MS must be 0 or more, not {self.batch_wait_ms}")
-        if self.batch_tokens is not None and self.batch_tokens <= 0:
-            raise ConfigError(f"HYMT_BATCH_TOKENS must be positive, not {self.batch_tokens}")
+        if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:
+            raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:
             raise ConfigError(f"HYMT_GPU_MEMORY_GB must be positive, not {self.gpu_memory_gb}")
         if not 16 <= self.max_segment_tokens <= 4096:

@@ -1,15 +1,19 @@
-"""The engine: one thread that owns the model, fed by a bounded queue of segments from every request.
+"""The engine: one thread that owns the model and runs it step by step, fed by every request's segments.
 
-Callers (HTTP handlers, the CLI, the benchmark) submit texts and get a Job: its segments are batched with other
-jobs' segments, and the job reports each finished segment to an optional listener, then ends in a full answer or
-an explicit error. Start-up loads the tier the planner chose and proves it with a warm-up batch of the full token
-budget, stepping down (smaller budget, then the next tier) on out-of-memory.
+Callers (HTTP handlers, the CLI, the benchmark) submit texts and get a Job. Each step the scheduler picks the
+segments in flight (a segment joins at the next step and leaves the step it ends), the runner prefills or decodes
+them, and the job hears of each new token (when streaming), each finished segment and its end: a full answer or an
+explicit error. Out-of-memory in a step preempts segments back to the queue, with what they generated, and shrinks
+the budget; nothing accepted is lost. Start-up loads the planned tier, allocates the KV arena, captures the decoding
+graphs and proves the memory plan with a full-size warm-up, shrinking the arena, then stepping down a tier, on
+out-of-memory.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,21 +22,24 @@ from typing import Callable
 import torch
 
 from .. import cleanup, prompts, segment
-from ..errors import Cancelled, HymtError
+from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady
 from ..languages import Language
-from ..profiles import MIN_BATCH_TOKENS, TIERS, Decision
+from ..profiles import TIERS, Decision, in_flight, segment_kv_tokens
 from ..settings import Settings
 from . import adapters as adapter_registry
 from .loader import load
-from .runner import ModelRunner
-from .scheduler import Scheduler, Work
+from .runner import ModelRunner, RunnerPlan
+from .scheduler import Scheduler, Sequence, State, Step
 
 log = logging.getLogger("hymt.engine")
+
+# A segment that runs out of memory even alone this many times fails instead of being requeued again.
+MAX_PREEMPTIONS_ALONE = 2
 
 
 @dataclass
 class Event:
-    kind: str  # "segment", "done" or "error"
+    kind: str  # "token" (streaming jobs only), "segment", "done" or "error"
     job: "Job"
     index: int = -1
     num_done: int = 0  # segments finished when the event was sent
@@ -46,6 +53,8 @@ class Job:
     documents: list[segment.Document]
     refs: list[tuple[int, int]]  # segment number -> (document, segment within it)
     listener: Callable[[Event], None] | None = None
+    stream: bool = False  # whether the listener hears every token
+    sequences: list[Sequence] = field(default_factory=list)
     results: list[cleanup.Cleaned | None] = field(default_factory=list)
     error: HymtError | None = None
     ended: bool = False
@@ -63,6 +72,10 @@ class Job:
     def cancelled(self) -> bool:
         return isinstance(self.error, Cancelled)
 
+    @property
+    def tokens_out(self) -> int:
+        return sum(len(s.output_ids) for s in self.sequences)
+
     def texts(self) -> list[str]:
         """The translated documents, each put back together around its segments (complete jobs only)."""
         per_doc: list[list[str]] = [[""] * len(d.segments) for d in self.documents]
@@ -70,12 +83,20 @@ class Job:
             per_doc[d][s] = result.text if result else ""
         return [doc.join(parts) for doc, parts in zip(self.documents, per_doc)]
 
-    def settled_texts(self) -> list[str]:
-        """Each document translated up to its first unfinished segment: what a stream can show so far."""
+    def settled_texts(self, decode: Callable[[list[int]], str] | None = None) -> list[str]:
+        """Each document translated up to its first unfinished segment: what a stream can show so far. With
+        `decode`, that segment's text generated so far is shown too."""
         per_doc: list[list[str | None]] = [[None] * len(d.segments) for d in self.documents]
-        for (d, s), result in zip(self.refs, self.results):
+        open_docs: set[int] = set()
+        for n, ((d, s), result) in enumerate(zip(self.refs, self.results)):
+            if d in open_docs:
+                continue
             if result is not None:
                 per_doc[d][s] = result.text
+                continue
+            open_docs.add(d)
+            if decode is not None:
+                per_doc[d][s] = cleanup.partial(decode(list(self.sequences[n].output_ids)))
         return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
 
     def flags(self) -> dict:
@@ -90,28 +111,42 @@ class Job:
         return self.texts()
 
 
+@dataclass
+class Startup:
+    """What start-up did and how long each part took (seconds)."""
+
+    load_s: float = 0.0
+    graphs_s: float = 0.0
+    warmup: dict = field(default_factory=dict)
+    total_s: float = 0.0
+    steps: list[str] = field(default_factory=list)  # out-of-memory step-downs on the way
+
+
 class Engine:
     def __init__(self, settings: Settings, decision: Decision, runner: ModelRunner, adapters: list,
-                 attention: str, load_s: float, warmup: dict):
+                 startup: Startup):
         self.settings = settings
         self.decision = decision
         self.runner = runner
         self.adapters = adapters
-        self.attention = attention
-        self.load_s = load_s
-        self.warmup = warmup
-        self.scheduler = Scheduler(decision.batch_tokens, settings.max_batch_size, settings.max_queue_segments)
+        self.startup = startup
+        self.attention = runner.attention + (" + cuda graphs" if runner.graphs else "") + \
+            (f" (graphs failed: {runner.graph_error})" if runner.graph_error else "")
+        plan = runner.plan
+        self.scheduler = Scheduler(plan.kv_tokens, plan.max_in_flight, plan.prefill_tokens,
+                                   settings.max_queue_segments)
+        self.max_seq_tokens = plan.max_seq_tokens
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         self._stopping = False
-        self.running_segments = 0
         self.last_oom_at: float | None = None
         self._thread = threading.Thread(target=self._loop, name="hymt-engine", daemon=True)
         self._thread.start()
 
     # -- submitting -------------------------------------------------------------------------------------------
     def submit(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
-               listener: Callable[[Event], None] | None = None, min_new_tokens: int = 0) -> Job:
+               listener: Callable[[Event], None] | None = None, min_new_tokens: int = 0,
+               stream: bool = False) -> Job:
         """Segment and queue texts (each with its source language, None if unknown). Raises Overloaded at once
         when the queue cannot take all of them."""
         count = self.runner.count_tokens
@@ -119,21 +154,28 @@ class Engine:
                      for text, src in items]
         job = Job(id=next(self._ids), target=target, documents=documents,
                   refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
-                  listener=listener)
+                  listener=listener, stream=stream)
         job.results = [None] * job.num_segments
-        works = []
         for n, (d, s) in enumerate(job.refs):
             source, text = items[d][1], documents[d].segments[s]
-            prompt = prompts.render(self.runner.loaded.tokenizer, prompts.user_message(source, target, text))
-            adapter = adapter_registry.choose(self.adapters, source.code if source else None, target.code)
-            works.append(Work(job_id=job.id, index=n, prompt_ids=self.runner.encode(prompt),
-                              max_new_tokens=cleanup.max_new_tokens(count(text), self.settings.max_new_tokens),
-                              group=(adapter, sampling), min_new_tokens=min_new_tokens, payload=(job, text)))
-        if not works:
+            prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer,
+                                                           prompts.user_message(source, target, text)))
+            budget = min(cleanup.max_new_tokens(count(text), self.settings.max_new_tokens),
+                         self.max_seq_tokens - len(prompt_ids))
+            if budget < 1:
+                raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
+                                 error_type="segment_too_long")
+            job.sequences.append(Sequence(
+                prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
+                adapter=adapter_registry.choose(self.adapters, source.code if source else None, target.code),
+                min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text)))
+        if not job.sequences:
             self._end(job, None)
             return job
         with self._cond:
-            self.scheduler.add(works)
+            if self._stopping:
+                raise NotReady("the server is stopping")
+            self.scheduler.add(job.sequences)
             self._cond.notify()
         return job
 
@@ -147,72 +189,123 @@ class Engine:
         return self.scheduler.num_waiting
 
     @property
+    def in_flight(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def kv_used_tokens(self) -> int:
+        return self.scheduler.allocator.used_tokens
+
+    @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.runner.loaded.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout=30)
+        with self._cond:
+            pending = {s.payload[0] for s in list(self.scheduler.waiting) + self.scheduler.running}
+        for job in pending:
+            self._end(job, NotReady("the server stopped before this request finished"))
 
     # -- the engine thread --------------------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
             with self._cond:
-                if not self.scheduler.waiting and not self._stopping:
-                    while not self._stopping and not self.scheduler.waiting:
-                        self._cond.wait()
-                    self._gather_arrivals()
+                step = None
+                while not self._stopping and (step := self.scheduler.schedule()) is None:
+                    self._cond.wait()
                 if self._stopping:
                     return
-                batch = self.scheduler.next_batch()
-                self.running_segments = len(batch)
-            ooms = self.runner.stats.oom_events
-            outputs = self.runner.run(batch, [w.payload[0].done.is_set for w in batch])
-            if self.runner.stats.oom_events > ooms:
-                self.last_oom_at = time.monotonic()
-            with self._cond:
-                self.running_segments = 0
-            for work, output in zip(batch, outputs):
-                self._deliver(work, output)
+            try:
+                tokens = (self.runner.prefill(step.chunks) if step.kind == "prefill"
+                          else self.runner.decode(step.seqs))
+            except torch.OutOfMemoryError:
+                self._recover(step)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a failed step ends its jobs with an error, not the engine
+                log.exception("a %s step of %d segments failed", step.kind, len(step.sequences))
+                for job in {s.payload[0] for s in step.sequences}:
+                    self._end(job, GenerationError(f"generation failed: {type(exc).__name__}"))
+                continue
+            events = self._advance(step, tokens)
+            for event in events:
+                self._emit(event.job, event)
+            for job in {e.job for e in events if e.kind == "segment" and e.job.num_done == e.job.num_segments}:
+                self._end(job, None)
 
-    def _gather_arrivals(self) -> None:
-        """Coming out of idle, let requests that arrive together share the first batch: wait while the queue keeps
-        growing (a pause of 10 ms ends it), at most `batch_wait_ms`. Called with the lock held."""
-        deadline = time.monotonic() + self.settings.batch_wait_ms / 1000
-        quiet_s = min(0.01, self.settings.batch_wait_ms / 1000)
-        while not self._stopping:
-            waiting = self.scheduler.num_waiting
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            self._cond.wait(min(quiet_s, remaining))
-            if self.scheduler.num_waiting == waiting:
-                return
+    def _advance(self, step: Step, tokens: list[int | None]) -> list[Event]:
+        """Record a step's tokens; segments that end leave at once. Returns the events to send."""
+        events: list[Event] = []
+        stop_ids = self.runner.loaded.stop_ids
+        with self._cond:
+            lengths = [c.length for c in step.chunks] if step.kind == "prefill" else [1] * len(step.seqs)
+            for seq, length, token in zip(step.sequences, lengths, tokens):
+                if seq.state is not State.RUNNING:  # its job ended (cancelled or failed) during the step
+                    continue
+                seq.num_cached += length
+                if token is None:
+                    continue
+                job = seq.payload[0]
+                if token in stop_ids and len(seq.output_ids) >= seq.min_new_tokens:
+                    self._finish(seq, events)
+                    continue
+                seq.output_ids.append(token)
+                if len(seq.output_ids) >= seq.max_new_tokens:
+                    self._finish(seq, events)
+                elif job.stream:
+                    events.append(Event("token", job, index=seq.index, num_done=job.num_done))
+        return events
 
-    def _deliver(self, work: Work, output: str | HymtError) -> None:
-        job, source_text = work.payload
-        if job.done.is_set():
-            return
-        if isinstance(output, HymtError):
-            self._end(job, output)
-            return
-        job.results[work.index] = cleanup.clean(source_text, output)
-        self._emit(job, Event("segment", job, index=work.index, num_done=job.num_done))
-        if job.num_done == job.num_segments:
-            self._end(job, None)
+    def _finish(self, seq: Sequence, events: list[Event]) -> None:
+        self.scheduler.finish(seq)
+        self.runner.stats.segments += 1
+        job, source_text = seq.payload
+        job.results[seq.index] = cleanup.clean(source_text, self.decode(seq.output_ids))
+        events.append(Event("segment", job, index=seq.index, num_done=job.num_done))
+
+    def _recover(self, step: Step) -> None:
+        """Out of memory in a step: the step's segments (prefill) or the newest half in flight (decoding) go back
+        to the queue with what they generated, and the budget shrinks. A segment that fails alone repeatedly
+        ends its job with an error."""
+        self.runner.stats.oom_events += 1
+        self.last_oom_at = time.monotonic()
+        if self.runner.device.type == "cuda":
+            torch.cuda.empty_cache()
+        with self._cond:
+            running = self.scheduler.running
+            if step.kind == "prefill":
+                victims = [s for s in step.sequences if s.state is State.RUNNING]
+            else:
+                victims = sorted(running, key=lambda s: s.arrival)[len(running) // 2:]
+            hopeless = [s for s in victims if len(running) == 1 and s.preemptions >= MAX_PREEMPTIONS_ALONE]
+            victims = [s for s in victims if s not in hopeless]
+            for seq in victims:
+                seq.preemptions += 1
+            self.scheduler.preempt(victims)
+            self.scheduler.shrink()
+            self.runner.stats.preemptions += len(victims)
+        log.warning("out of memory in a %s step: %d segments requeued; now at most %d in flight, %d prefill tokens",
+                    step.kind, len(victims), self.scheduler.max_in_flight, self.scheduler.prefill_tokens)
+        for seq in hopeless:
+            self._end(seq.payload[0], GenerationError("out of GPU memory on this segment even alone; "
+                                                      "send shorter text"))
 
     def _end(self, job: Job, error: HymtError | None) -> bool:
-        """End a job exactly once: done, failed or cancelled. Its queued segments go; its listener hears the end
-        before `done` is set, so a waiter that sees `done` has every event already queued."""
+        """End a job exactly once: done, failed or cancelled. Its segments leave the queue and the batch; its
+        listener hears the end before `done` is set, so a waiter that sees `done` has every event already queued."""
         with self._cond:
             if job.ended:
                 return False
             job.ended = True
             job.error = error
             if error is not None:
-                self.scheduler.cancel(job.id)
+                self.scheduler.remove_job(job.id)
         self._emit(job, Event("error", job, error=error) if error else Event("done", job))
         job.done.set()
         return True
@@ -226,48 +319,71 @@ class Engine:
                 log.exception("listener of job %d failed", job.id)
 
 
-def start(settings: Settings, decision: Decision) -> Engine:
-    """Load the decided tier and prove it with a full-budget warm-up; step down on out-of-memory."""
+def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None] | None = None) -> Engine:
+    """Load the decided tier, allocate its KV arena, capture its graphs and prove it with a full-size warm-up;
+    on out-of-memory shrink the arena, then step down to the next tier."""
+    began = time.perf_counter()
+    phase = on_phase or (lambda text: None)
+    if settings.compile_cache_dir:
+        # Compiled kernels persist across restarts here (a volume in the image).
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", settings.compile_cache_dir)
     tiers = [decision.tier]
     if decision.device == "cuda" and settings.profile == "auto":
-        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1:] if t.auto]
+        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1:] if t.auto and decision.allows(t)]
     adapters = adapter_registry.read_manifest(settings.adapters) if settings.adapters else []
-    steps: list[str] = []
+    startup = Startup()
     for tier in tiers:
         if tier is not decision.tier:
-            decision = decision.with_tier(tier, decision.batch_tokens, f"stepped down: {'; '.join(steps)}")
+            decision = decision.with_tier(tier, f"stepped down: {'; '.join(startup.steps)}")
+        phase(f"loading weights ({tier.name})")
         try:
             loaded = load(settings.model, tier)
         except torch.OutOfMemoryError:
-            steps.append(f"{tier.name} weights did not fit")
+            startup.steps.append(f"{tier.name} weights did not fit")
             log.warning("out of memory loading %s; trying the next tier", tier.name)
             _release()
             continue
+        startup.load_s = loaded.load_s
         loaded.model = adapter_registry.attach(loaded.model, adapters)
         if tier.device == "cuda":
             torch.backends.cuda.enable_cudnn_sdp(settings.cudnn_attention)
-            if settings.cudnn_attention and loaded.attention == "sdpa":
-                loaded.attention = "sdpa+cudnn"
-        runner = ModelRunner(loaded, tier.kv_cache, settings.empty_cache_after_batch, has_adapters=bool(adapters))
-        budget = decision.batch_tokens
-        while True:
+        kv_tokens = decision.kv_cache_tokens
+        while kv_tokens > decision.max_seq_tokens:
+            runner = None
             try:
-                warmup = _warm_up(runner, budget, settings.max_batch_size, tier.device)
-                if budget != decision.batch_tokens:
-                    decision = decision.with_batch_tokens(budget, f"{decision.reason}; warm-up: {'; '.join(steps)}")
-                log.info("profile %s ready: %d batch tokens, attention %s, loaded in %.1f s",
-                         decision.profile, budget, loaded.attention, loaded.load_s)
-                return Engine(settings, decision, runner, adapters, loaded.attention, loaded.load_s, warmup)
+                runner = ModelRunner(loaded, _runner_plan(settings, decision, tier, kv_tokens, adapters))
+                if runner.device.type == "cuda":
+                    phase("compiling and capturing CUDA graphs")
+                startup.graphs_s = runner.capture_graphs()
+                phase("warming up")
+                startup.warmup = runner.warm_up()
+                if kv_tokens != decision.kv_cache_tokens:
+                    decision = decision.with_kv_tokens(kv_tokens, runner.plan.max_in_flight,
+                                                       f"{decision.reason}; warm-up: {'; '.join(startup.steps)}")
+                startup.total_s = time.perf_counter() - began
+                log.info("profile %s ready in %.1f s: %d KV tokens, %d segments in flight, attention %s",
+                         decision.profile, startup.total_s, kv_tokens, runner.plan.max_in_flight, runner.attention)
+                return Engine(settings, decision, runner, adapters, startup)
             except torch.OutOfMemoryError:
-                steps.append(f"{tier.name} out of memory at {budget} batch tokens")
-                log.warning("warm-up out of memory at %d batch tokens on %s", budget, tier.name)
+                startup.steps.append(f"{tier.name} out of memory with {kv_tokens} KV tokens")
+                log.warning("warm-up out of memory with %d KV tokens on %s", kv_tokens, tier.name)
+                del runner
                 _release()
-                budget //= 2
-                if budget < MIN_BATCH_TOKENS:
-                    break
-        del runner, loaded
+                kv_tokens = kv_tokens * 3 // 4
+        startup.steps.append(f"{tier.name} has no room for one full segment")
+        del loaded
         _release()
-    raise HymtError(f"no profile survived its warm-up: {'; '.join(steps)}", error_type="out_of_memory")
+    raise HymtError(f"no profile survived its warm-up: {'; '.join(startup.steps)}", error_type="out_of_memory")
+
+
+def _runner_plan(settings: Settings, decision: Decision, tier, kv_tokens: int, adapters: list) -> RunnerPlan:
+    on_gpu = tier.device == "cuda"
+    # LoRA wrappers choose their adapter in Python at every call, which a captured graph would freeze.
+    graphs = on_gpu and settings.cuda_graphs and not adapters
+    return RunnerPlan(kv_tokens=kv_tokens, max_in_flight=min(decision.max_in_flight, in_flight(kv_tokens, 10 ** 6)),
+                      prefill_tokens=decision.prefill_tokens, max_seq_tokens=segment_kv_tokens(settings),
+                      kv_cache="int8" if tier.kv_cache == "int8" else "16-bit", cuda_graphs=graphs,
+                      compiled=on_gpu and settings.compile)
 
 
 def _release() -> None:
@@ -276,26 +392,3 @@ def _release() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-
-
-def _warm_up(runner: ModelRunner, budget: int, max_batch_size: int, device: str) -> dict:
-    """One batch as large as the budget allows (random prompt tokens, forced output length), so the peak memory of
-    serving is reached before the first user request instead of during it. On the CPU a small batch proves the path."""
-    if device == "cpu":
-        rows, prompt_len, new_tokens = 1, 8, 4
-    else:
-        rows = max(1, min(max_batch_size, budget // 512))
-        new_tokens = 32
-        prompt_len = max(8, budget // rows - new_tokens)
-    vocab = min(runner.loaded.config.vocab_size, runner.loaded.pad_id)
-    generator = torch.Generator().manual_seed(0)
-    batch = [Work(job_id=0, index=i, prompt_ids=torch.randint(0, vocab, (prompt_len,), generator=generator).tolist(),
-                  max_new_tokens=new_tokens, min_new_tokens=new_tokens, group=(None, prompts.Sampling(greedy=True)))
-             for i in range(rows)]
-    started = time.perf_counter()
-    runner.generate(batch, [lambda: False] * rows)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    runner.stats = type(runner.stats)()
-    return {"rows": rows, "prompt_tokens": prompt_len, "new_tokens": new_tokens,
-            "seconds": round(time.perf_counter() - started, 3)}

@@ -1,57 +1,69 @@
-"""INT8 KV cache: keys and values stored as int8 with one scale per token and head (about 65 KiB per token for the
-7B model instead of 128 KiB), as a cache layer on transformers' quantized-layer base so `generate` uses it as is.
+"""The KV arena: keys and values of every segment in flight, allocated once at start-up for the planned number of
+tokens. Per layer, keys and values are [tokens, kv_heads, head_dim]; a segment owns a contiguous range of token
+rows (the scheduler's allocator hands them out).
 
-Unlike transformers' KIVI-style layers (per-channel groups, a bf16 residual window re-quantized every 128 tokens),
-per-token scales let new tokens be appended without touching the old ones, and padding rows (all zeros) stay exact.
+The INT8 tier stores int8 values with one scale per token and head (about 65 KiB per token for the 7B model
+instead of 128 KiB): new tokens are quantized as they are written, without touching the old ones, and read back
+dequantized: by flash attention as a whole layer at a time into one 16-bit scratch layer (a fixed shape, so the
+step can be captured; a layer of the arena is a few tens of MiB), by the gathering path per token.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers.cache_utils import BaseQuantizedLayer, Cache, DynamicCache
 
 
-class Int8KVLayer(BaseQuantizedLayer):
-    """Stores [batch, kv_heads, seq, head_dim] states as int8 plus [batch, kv_heads, seq, 1] scales."""
+class KVArena:
+    def __init__(self, num_layers: int, num_tokens: int, num_kv_heads: int, head_dim: int, kind: str,
+                 dtype: torch.dtype, device: torch.device):
+        self.kind = kind  # "int8" or the model's dtype
+        self.num_tokens = num_tokens
+        self.dtype = dtype
+        store = torch.int8 if kind == "int8" else dtype
+        shape = (num_tokens, num_kv_heads, head_dim)
+        self.keys = [torch.zeros(shape, dtype=store, device=device) for _ in range(num_layers)]
+        self.values = [torch.zeros(shape, dtype=store, device=device) for _ in range(num_layers)]
+        if kind == "int8":
+            scale_shape = (num_tokens, num_kv_heads, 1)
+            self.key_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
+            self.value_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
+            self._scratch = (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype,
+                                                                                          device=device))
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        super().lazy_initialization(key_states, value_states)
-        self._quantized_keys = self._quantize(key_states)
-        self._quantized_values = self._quantize(value_states)
+    @property
+    def quantized(self) -> bool:
+        return self.kind == "int8"
 
-    def _quantize(self, tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = tensor.abs().amax(dim=-1, keepdim=True).float().div(127.0).clamp(min=1e-8)
-        q = torch.round(tensor.float() / scale).clamp(-127, 127).to(torch.int8)
-        return q, scale.to(self.dtype)
-
-    def _dequantize(self, q_tensor: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        q, scale = q_tensor
-        return q.to(self.dtype) * scale
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        self.cumulative_length += key_states.shape[-2]
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
+    def write(self, layer: int, index: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Store [n, kv_heads, head_dim] states at token rows `index` [n]."""
+        if self.quantized:
+            for store, scales, states in ((self.keys, self.key_scales, keys), (self.values, self.value_scales, values)):
+                q, scale = _quantize(states)
+                store[layer].index_copy_(0, index, q)
+                scales[layer].index_copy_(0, index, scale.to(self.dtype))
         else:
-            self._quantized_keys = _append(self._quantized_keys, self._quantize(key_states))
-            self._quantized_values = _append(self._quantized_values, self._quantize(value_states))
-        # Attention reads dequantized states: one layer's worth at a time, freed after the layer runs.
-        return self._dequantize(self._quantized_keys), self._dequantize(self._quantized_values)
+            self.keys[layer].index_copy_(0, index, keys)
+            self.values[layer].index_copy_(0, index, values)
 
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        if not self.is_initialized:
-            return
-        idx = beam_idx.to(self._quantized_keys[0].device)
-        self._quantized_keys = tuple(t.index_select(0, idx) for t in self._quantized_keys)
-        self._quantized_values = tuple(t.index_select(0, idx) for t in self._quantized_values)
+    def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A whole layer's keys and values in 16 bits: the arena itself, or the INT8 arena dequantized into the
+        scratch layer."""
+        if not self.quantized:
+            return self.keys[layer], self.values[layer]
+        keys, values = self._scratch
+        torch.mul(self.keys[layer], self.key_scales[layer], out=keys)
+        torch.mul(self.values[layer], self.value_scales[layer], out=values)
+        return keys, values
+
+    def read(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values at token rows `index` (any shape), dequantized: index.shape + [kv_heads, head_dim]."""
+        keys, values = self.keys[layer][index], self.values[layer][index]
+        if self.quantized:
+            keys = keys.to(self.dtype) * self.key_scales[layer][index]
+            values = values.to(self.dtype) * self.value_scales[layer][index]
+        return keys, values
 
 
-def _append(old: tuple[torch.Tensor, torch.Tensor], new: tuple[torch.Tensor, torch.Tensor]):
-    return torch.cat([old[0], new[0]], dim=-2), torch.cat([old[1], new[1]], dim=-2)
-
-
-def make_cache(kind: str, num_layers: int) -> Cache:
-    """A fresh cache for one `generate` call: "int8" or the default 16-bit dynamic cache."""
-    if kind == "int8":
-        return Cache(layers=[Int8KVLayer() for _ in range(num_layers)])
-    return DynamicCache()
+def _quantize(states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    scale = states.abs().amax(dim=-1, keepdim=True).float().div(127.0).clamp(min=1e-8)
+    return torch.round(states.float() / scale).clamp(-127, 127).to(torch.int8), scale

@@ -25,7 +25,6 @@ class Loaded:
     tokenizer: object
     config: object
     checkpoint: Path
-    attention: str  # "flash_attention_2", "sdpa" or "eager"
     stop_ids: list[int]
     pad_id: int
     load_s: float
@@ -68,12 +67,6 @@ def load_config(checkpoint: Path):
     return config
 
 
-def attention_implementation(device: str) -> str:
-    if device == "cuda" and importlib.util.find_spec("flash_attn") is not None:
-        return "flash_attention_2"
-    return "sdpa"
-
-
 def _quantization(tier: Tier, config):
     quant = getattr(config, "quantization_config", None)
     if isinstance(quant, dict) and quant.get("quant_method") == "gptq" and tier.device == "cuda":
@@ -84,6 +77,8 @@ def _quantization(tier: Tier, config):
         return GPTQConfig(bits=quant["bits"], backend="triton")
     if quant is not None:
         return None  # a pre-quantized checkpoint (AWQ, FP8; GPTQ on the CPU) loads in its own format
+    if tier.weights == "int4":
+        return _int4()
     if tier.weights not in ("nf4", "int8"):
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
@@ -97,6 +92,19 @@ def _quantization(tier: Tier, config):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
+def _int4():
+    """torchao's INT4 weight-only format, quantized layer by layer while loading (so the bf16 weights never need
+    to fit on the card): group size 128, HQQ's calibration-free choice of scales, and the tile-packed layout of
+    torch's tinygemm kernel (Ampere and later), which CUDA graphs and torch.compile run as they are."""
+    if importlib.util.find_spec("torchao") is None:
+        raise ModelLoadError("profile int4 needs torchao, which is not installed (pip install hymt[gpu])")
+    from torchao.quantization import Int4WeightOnlyConfig
+    from transformers import TorchAoConfig
+
+    return TorchAoConfig(Int4WeightOnlyConfig(group_size=128, int4_packing_format="tile_packed_to_4d",
+                                              int4_choose_qparams_algorithm="hqq"))
+
+
 def load(model: str, tier: Tier) -> Loaded:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -106,7 +114,6 @@ def load(model: str, tier: Tier) -> Loaded:
     config = load_config(checkpoint)
     if tier.device == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError(f"profile {tier.name} needs a CUDA GPU, and torch sees none")
-    attention = attention_implementation(tier.device)
     quantization = _quantization(tier, config)
     dtype = torch.float32 if tier.device == "cpu" else torch.bfloat16
     try:
@@ -114,7 +121,7 @@ def load(model: str, tier: Tier) -> Loaded:
         with contextlib.redirect_stdout(sys.stderr):
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)
             model_obj = AutoModelForCausalLM.from_pretrained(
-                checkpoint, config=config, dtype=dtype, attn_implementation=attention,
+                checkpoint, config=config, dtype=dtype, attn_implementation="sdpa",
                 quantization_config=quantization, device_map={"": 0} if tier.device == "cuda" else None,
             )
     except torch.OutOfMemoryError:
@@ -131,5 +138,5 @@ def load(model: str, tier: Tier) -> Loaded:
     if stop_id is None or stop_id == tokenizer.unk_token_id:
         raise ModelLoadError(f"{checkpoint}'s tokenizer has no {STOP_TOKEN} token: not a Hunyuan-MT tokenizer")
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
-    return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint, attention=attention,
+    return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint,
                   stop_ids=[stop_id], pad_id=pad_id, load_s=time.perf_counter() - started)

@@ -1,156 +1,256 @@
-"""Runs one batch of segments through `generate`: left padding, the tier's KV cache, the batch's adapter, stop on
-<|eos|>, and on out-of-memory a split of the batch, so no segment is lost to a batch that was too large."""
+"""Runs the scheduler's steps on the model: a prefill step (packed prompt chunks, eager) or a decoding step (one
+token per segment in flight), then per-row sampling.
+
+On a GPU a decoding step replays a CUDA graph captured for the smallest batch-size bucket that holds the batch
+(padding rows write to and read from the arena's reserved first row), so the hundreds of kernels of a 7B step are
+launched at once instead of one by one from Python. Graphs are captured at start-up, largest first, in one shared
+memory pool; capturing them is also the proof that decoding at every batch size fits in memory.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
 
-from ..errors import GenerationError, HymtError
-from .kvcache import make_cache
+from ..prompts import Sampling
+from .kvcache import KVArena
 from .loader import Loaded
-from .scheduler import Work
+from .model import Batch, Decoder
+from .sampler import Sampler
+from .scheduler import Chunk, Sequence
 
 log = logging.getLogger("hymt.runner")
 
+BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
+
 
 @dataclass
-class BatchStats:
-    batches: int = 0
-    segments: int = 0
-    tokens_in: int = 0
+class RunnerStats:
+    steps: dict = field(default_factory=lambda: {"prefill": 0, "decode": 0})
+    tokens_in: int = 0  # prompt tokens prefilled (including those prefilled again after a preemption)
     tokens_out: int = 0
+    segments: int = 0  # segments finished
     oom_events: int = 0
-    batch_sizes: Counter = field(default_factory=Counter)  # segments per batch -> number of batches
-    generate_s: float = 0.0  # time spent inside `generate`
+    preemptions: int = 0
+    step_s: dict = field(default_factory=lambda: {"prefill": 0.0, "decode": 0.0})
+    max_in_flight_seen: int = 0
 
 
-class _CancelledRows(StoppingCriteria):
-    """Stops generating for rows whose job was cancelled (the client left), so their slots stop costing time."""
+@dataclass(frozen=True)
+class RunnerPlan:
+    kv_tokens: int  # arena rows
+    max_in_flight: int  # decoding rows
+    prefill_tokens: int  # prompt tokens per prefill step
+    max_seq_tokens: int  # the longest range one segment may hold (prompt + output budget)
+    kv_cache: str  # "int8" or the model's dtype name
+    cuda_graphs: bool
+    compiled: bool
 
-    def __init__(self, is_cancelled: Sequence[Callable[[], bool]]):
-        self.is_cancelled = is_cancelled
-        self.none: torch.Tensor | None = None
 
-    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        flags = [c() for c in self.is_cancelled]
-        if any(flags):
-            return torch.tensor(flags, dtype=torch.bool, device=input_ids.device)
-        # The common case reuses one device tensor: no host-to-device copy on every decoding step.
-        if self.none is None:
-            self.none = torch.zeros(len(flags), dtype=torch.bool, device=input_ids.device)
-        return self.none
+def attention_kind(device: torch.device, dtype: torch.dtype) -> str:
+    """FlashAttention-2 runs on Ampere and later in 16 bits; everything else gathers."""
+    if device.type == "cuda" and dtype in (torch.bfloat16, torch.float16) \
+            and torch.cuda.get_device_capability(device) >= (8, 0):
+        return "flash"
+    return "dense"
 
 
 class ModelRunner:
-    def __init__(self, loaded: Loaded, kv_cache: str, empty_cache_after_batch: bool = False,
-                 has_adapters: bool = False):
+    def __init__(self, loaded: Loaded, plan: RunnerPlan):
         self.loaded = loaded
-        self.has_adapters = has_adapters
-        self.kv_cache = kv_cache
-        self.empty_cache_after_batch = empty_cache_after_batch
-        self.device = next(loaded.model.parameters()).device
-        self.num_layers = loaded.config.num_hidden_layers
-        self.stats = BatchStats()
+        self.plan = plan
+        model = loaded.model
+        config = loaded.config
+        self.device = next(model.parameters()).device
+        dtype = loaded.model.get_input_embeddings().weight.dtype
+        self.attention = attention_kind(self.device, dtype)
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        self.arena = KVArena(config.num_hidden_layers, plan.kv_tokens, config.num_key_value_heads, head_dim,
+                             plan.kv_cache, dtype, self.device)
+        self.decoder = Decoder(model, self.arena, self.attention, plan.compiled, plan.max_seq_tokens)
+        self.sampler = Sampler(plan.max_in_flight, config.vocab_size, loaded.stop_ids, self.device)
+        self.stats = RunnerStats()
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.graph_error: str | None = None
+        self.buckets = [b for b in BUCKETS if b < plan.max_in_flight] + [plan.max_in_flight]
+        rows = plan.max_in_flight + 1
+        # Decoding inputs, one column per row: token, position, arena row written, range start, cached length.
+        self._host = torch.zeros((5, rows), dtype=torch.long, pin_memory=self.device.type == "cuda")
+        self._inputs = torch.zeros((5, rows), dtype=torch.long, device=self.device)
+        self._arange = torch.arange(rows, device=self.device)
+        # A PEFT model starts with its first adapter active (LoRA wrappers read it at every call).
+        self._adapter = model.active_adapter if hasattr(model, "peft_config") else None
 
     def encode(self, prompt: str) -> list[int]:
         return self.loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
     def count_tokens(self, text: str) -> int:
-        return len(self.loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self.encode(text))
 
-    def run(self, batch: list[Work], is_cancelled: Sequence[Callable[[], bool]] | None = None,
-            ) -> list[str | HymtError]:
-        """Generated text per segment, in order; a segment that fails even alone gets its error instead."""
-        cancelled = list(is_cancelled) if is_cancelled is not None else [lambda: False] * len(batch)
-        try:
-            outputs = self.generate(batch, cancelled)
-        except torch.OutOfMemoryError:
-            self.stats.oom_events += 1
-            self._free()
-            if len(batch) == 1:
-                log.error("out of memory on a single segment of %d prompt tokens", len(batch[0].prompt_ids))
-                return [GenerationError("out of GPU memory on this segment even alone; send shorter text")]
-            half = len(batch) // 2
-            log.warning("out of memory on a batch of %d segments: retrying as %d + %d",
-                        len(batch), half, len(batch) - half)
-            return self.run(batch[:half], cancelled[:half]) + self.run(batch[half:], cancelled[half:])
-        except Exception as exc:  # noqa: BLE001 - a runtime failure ends these segments with an error, not the engine
-            log.exception("generation failed for a batch of %d segments", len(batch))
-            return [GenerationError(f"generation failed: {type(exc).__name__}")] * len(batch)
-        if self.empty_cache_after_batch:
-            self._free()
-        return outputs
-
-    def _free(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-
-    def generate(self, batch: list[Work], cancelled: list[Callable[[], bool]]) -> list[str]:
-        """One `generate` call for the whole batch; out-of-memory propagates (the warm-up relies on it)."""
-        tok = self.loaded.tokenizer
-        longest = max(len(w.prompt_ids) for w in batch)
-        pad = self.loaded.pad_id
-        # Left padding: every row's prompt ends at the same column, where generation starts.
-        input_ids = torch.tensor([[pad] * (longest - len(w.prompt_ids)) + w.prompt_ids for w in batch],
-                                 device=self.device)
-        attention_mask = torch.tensor([[0] * (longest - len(w.prompt_ids)) + [1] * len(w.prompt_ids)
-                                       for w in batch], device=self.device)
-        adapter, sampling = batch[0].group
-        kwargs = dict(
-            input_ids=input_ids, attention_mask=attention_mask,
-            max_new_tokens=max(w.max_new_tokens for w in batch),
-            min_new_tokens=max(w.min_new_tokens for w in batch) or None,
-            eos_token_id=self.loaded.stop_ids, pad_token_id=pad,
-            past_key_values=make_cache(self.kv_cache, self.num_layers),
-            stopping_criteria=StoppingCriteriaList([_CancelledRows(cancelled)]),
-            **sampling.generate_kwargs(),
-        )
+    # -- steps -------------------------------------------------------------------------------------------------
+    def _use_adapter(self, name: str | None) -> None:
+        """The step's LoRA adapter (the scheduler never mixes adapters in flight), or the base model for None."""
         model = self.loaded.model
-        started = time.perf_counter()
-        with torch.inference_mode(), _adapter(model, adapter, self.has_adapters):
-            out = model.generate(**kwargs)
-        self.stats.generate_s += time.perf_counter() - started
-        new_tokens = out[:, longest:].tolist()
-        texts = []
-        for work, row in zip(batch, new_tokens):
-            row = row[:work.max_new_tokens]
-            for i, token in enumerate(row):
-                if token in self.loaded.stop_ids or token == pad:
-                    row = row[:i]
-                    break
-            self.stats.tokens_out += len(row)
-            texts.append(tok.decode(row, skip_special_tokens=True))
-        self.stats.batches += 1
-        self.stats.batch_sizes[len(batch)] += 1
-        self.stats.segments += len(batch)
-        self.stats.tokens_in += sum(len(w.prompt_ids) for w in batch)
-        return texts
-
-
-class _adapter:
-    """Selects the batch's LoRA adapter on a PEFT model, or disables adapters for the base model."""
-
-    def __init__(self, model, name: str | None, enabled: bool):
-        self.model, self.name, self.enabled, self.inner = model, name, enabled, None
-
-    def __enter__(self):
-        if not self.enabled:
-            return self
-        if self.name is None:
-            self.inner = self.model.disable_adapter()
-            self.inner.__enter__()
+        if not hasattr(model, "peft_config") or name == self._adapter:
+            return
+        if name is None:
+            model.base_model.disable_adapter_layers()
         else:
-            self.model.set_adapter(self.name)
-        return self
+            model.base_model.enable_adapter_layers()
+            model.set_adapter(name)
+        self._adapter = name
 
-    def __exit__(self, *exc):
-        if self.inner is not None:
-            self.inner.__exit__(*exc)
-        return False
+    @torch.inference_mode()
+    def prefill(self, chunks: list[Chunk]) -> list[int | None]:
+        """Run prompt chunks; the next token for each chunk that ends its sequence, None for the others."""
+        started = time.perf_counter()
+        self._use_adapter(chunks[0].seq.adapter)
+        ids, positions, query_starts, spans = [], [], [0], []
+        for chunk in chunks:
+            seq = chunk.seq
+            if chunk.start == 0:
+                self.sampler.reset_row(seq.row, seq.prompt_ids + seq.output_ids)
+            span = range(chunk.start, chunk.start + chunk.length)
+            ids += [seq.token(p) for p in span]
+            positions += span
+            spans.append((query_starts[-1], chunk.length, seq.kv_start, chunk.start + chunk.length))
+            query_starts.append(query_starts[-1] + chunk.length)
+        sampling = [(i, c) for i, c in enumerate(chunks) if c.samples]
+        batch = Batch(
+            input_ids=self._tensor(ids), positions=self._tensor(positions),
+            write_index=self._tensor([c.seq.kv_start + p for c in chunks
+                                      for p in range(c.start, c.start + c.length)]),
+            query_starts=self._tensor(query_starts, torch.int32),
+            kv_starts=self._tensor([s[2] for s in spans] + [0], torch.int32),
+            kv_lengths=self._tensor([s[3] for s in spans], torch.int32),
+            logits_index=self._tensor([spans[i][0] + spans[i][1] - 1 for i, _ in sampling]),
+            max_query=max(c.length for c in chunks), max_kv=max(s[3] for s in spans), spans=spans)
+        logits = self.decoder.forward(batch)
+        tokens: list[int | None] = [None] * len(chunks)
+        if sampling:
+            sampled = self._sample(logits, [c.seq for _, c in sampling])
+            for (i, _), token in zip(sampling, sampled):
+                tokens[i] = token
+        self.stats.steps["prefill"] += 1
+        self.stats.tokens_in += len(ids)
+        self.stats.step_s["prefill"] += time.perf_counter() - started
+        return tokens
+
+    @torch.inference_mode()
+    def decode(self, seqs: list[Sequence]) -> list[int]:
+        """One token for each segment, feeding each its last token."""
+        started = time.perf_counter()
+        self._use_adapter(seqs[0].adapter)
+        n = len(seqs)
+        columns = [[s.token(s.num_cached) for s in seqs], [s.num_cached for s in seqs],
+                   [s.kv_start + s.num_cached for s in seqs], [s.kv_start for s in seqs],
+                   [s.num_cached + 1 for s in seqs]]
+        if self.device.type == "cpu":
+            logits = self.decoder.forward(self._cpu_decode_batch(columns))
+        else:
+            rows = next((b for b in self.buckets if b >= n), n) if self.graphs else n
+            self._host[:, :rows] = torch.tensor([[0, 0, 0, 0, 1]], dtype=torch.long).T  # padding rows
+            self._host[:, :n] = torch.tensor(columns, dtype=torch.long)
+            self._inputs[:, :rows].copy_(self._host[:, :rows], non_blocking=True)
+            if rows in self.graphs:
+                graph, output = self.graphs[rows]
+                graph.replay()
+                logits = output[:n]
+            else:
+                logits = self._decode_rows(rows)[:n]
+        tokens = self._sample(logits, seqs)
+        self.stats.steps["decode"] += 1
+        self.stats.max_in_flight_seen = max(self.stats.max_in_flight_seen, n)
+        self.stats.step_s["decode"] += time.perf_counter() - started
+        return tokens
+
+    def _sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+        tokens = self.sampler.sample(logits, [s.row for s in seqs], [s.sampling for s in seqs],
+                                     [len(s.output_ids) < s.min_new_tokens for s in seqs]).tolist()
+        self.stats.tokens_out += len(tokens)
+        return tokens
+
+    def _tensor(self, values: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=self.device)
+
+    def _cpu_decode_batch(self, columns: list[list[int]]) -> Batch:
+        n = len(columns[0])
+        return Batch(input_ids=self._tensor(columns[0]), positions=self._tensor(columns[1]),
+                     write_index=self._tensor(columns[2]), query_starts=self._arange[:n + 1].int(),
+                     kv_starts=self._tensor(columns[3] + [0], torch.int32),
+                     kv_lengths=self._tensor(columns[4], torch.int32), logits_index=self._arange[:n],
+                     max_query=1, max_kv=max(columns[4]),
+                     spans=[(i, 1, columns[3][i], columns[4][i]) for i in range(n)])
+
+    def _decode_rows(self, rows: int) -> torch.Tensor:
+        """The decoding forward over the first `rows` columns of the input buffer: fixed shapes, graph-capturable."""
+        inputs = self._inputs
+        return self.decoder.forward(Batch(
+            input_ids=inputs[0, :rows], positions=inputs[1, :rows], write_index=inputs[2, :rows],
+            query_starts=self._arange[:rows + 1].int(), kv_starts=inputs[3, :rows + 1].int(),
+            kv_lengths=inputs[4, :rows].int(), logits_index=self._arange[:rows], max_query=1,
+            max_kv=self.plan.max_seq_tokens))
+
+    # -- start-up ----------------------------------------------------------------------------------------------
+    def capture_graphs(self) -> float:
+        """A CUDA graph per batch-size bucket, largest first so smaller ones reuse its pool; seconds taken. A
+        failure other than out-of-memory leaves decoding eager (and uncompiled), with the reason logged."""
+        if self.device.type != "cuda" or not self.plan.cuda_graphs:
+            return 0.0
+        started = time.perf_counter()
+        try:
+            self._capture()
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - graphs are a speed-up; serving goes on without them
+            log.exception("capturing CUDA graphs failed; decoding runs eagerly")
+            self.graphs.clear()
+            self.decoder.uncompile()
+            self.graph_error = f"{type(exc).__name__}: {exc}"[:300]
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    @torch.inference_mode()
+    def _capture(self) -> None:
+        pool = None
+        for rows in sorted(self.buckets, reverse=True):
+            self._inputs.zero_()
+            self._inputs[4] = 1
+            self._decode_rows(rows)  # compiles the fused functions for this shape, outside the capture
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                output = self._decode_rows(rows)
+            pool = graph.pool()
+            self.graphs[rows] = (graph, output)
+
+    def warm_up(self) -> dict:
+        """Prove the memory plan before the first request: a full prefill step and sampling for every row (the
+        graphs already ran every decoding batch size). Out-of-memory propagates to the caller, who shrinks."""
+        started = time.perf_counter()
+        plan = self.plan
+        vocab = min(self.loaded.config.vocab_size, self.loaded.pad_id)
+        generator = torch.Generator().manual_seed(0)
+        budget = min(plan.prefill_tokens, plan.kv_tokens - 1) if self.device.type == "cuda" else 16
+        chunks, start = [], 1
+        while budget > 0 and len(chunks) < plan.max_in_flight:
+            length = min(budget, plan.max_seq_tokens - 1)
+            seq = Sequence(prompt_ids=torch.randint(0, vocab, (length,), generator=generator).tolist(),
+                           max_new_tokens=1, sampling=Sampling())
+            seq.row, seq.kv_start = len(chunks), start
+            chunks.append(Chunk(seq, 0, length))
+            start, budget = start + length, budget - length
+        self.prefill(chunks)
+        rows = plan.max_in_flight if self.device.type == "cuda" else 2
+        with torch.inference_mode():
+            logits = torch.randn(rows, self.loaded.config.vocab_size, device=self.device)
+            self.sampler.sample(logits, list(range(rows)), [Sampling()] * rows, [True] * rows)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.stats = RunnerStats()
+        return {"prefill_tokens": sum(c.length for c in chunks), "rows": rows,
+                "seconds": round(time.perf_counter() - started, 3)}

@@ -1,71 +1,200 @@
-"""Which queued segments run together: FIFO, one adapter and one decoding setting per batch, within a padded token
-budget. Pure bookkeeping (no torch), so it is tested without a model; the engine holds the lock around it."""
+"""Which segments run in the next model step: continuous batching at the granularity of one decoding step.
+
+A segment waits (FIFO) until a row and a contiguous KV range (prompt + output budget) are free; then it is
+prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other
+segment in flight, and it leaves the step it ends, giving its row and range to the next one at once. When both
+prefill and decoding are pending, steps alternate, so newcomers never stall the running batch for more than one
+bounded prefill step. All segments in flight share one LoRA adapter (an adapter switch waits for the batch to
+drain, in arrival order). Preemption (on out-of-memory) returns segments to the head of the queue with what they
+generated, to be prefilled again and resumed.
+
+Pure bookkeeping (no torch), tested without a model; the engine holds its lock around it.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Hashable
 
 from ..errors import Overloaded
+from .allocator import RangeAllocator
+
+# The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
+PAD_TOKENS = 1
+
+
+class State(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
 
 
 @dataclass(eq=False)
-class Work:
-    """One segment to translate."""
+class Sequence:
+    """One segment to translate: its prompt, its budget and decoding settings, and what it has generated."""
 
-    job_id: int
-    index: int  # position of the segment in its job
     prompt_ids: list[int]
     max_new_tokens: int
-    group: Hashable  # (adapter, sampling): batches never mix groups
+    sampling: Hashable = None
+    adapter: str | None = None
     min_new_tokens: int = 0
+    job_id: int = 0
+    index: int = 0  # position of the segment in its job
     payload: object = field(default=None, repr=False)
+    output_ids: list[int] = field(default_factory=list)
+    state: State = State.WAITING
+    arrival: int = 0
+    row: int | None = None  # per-segment state row in the runner (repetition penalty), while admitted
+    kv_start: int | None = None
+    num_cached: int = 0  # tokens whose keys and values are in the arena
+    preemptions: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def kv_tokens(self) -> int:
+        """The arena range it needs: the prompt and the whole output budget (the last token is never cached)."""
+        return len(self.prompt_ids) + self.max_new_tokens
+
+    def token(self, position: int) -> int:
+        n = len(self.prompt_ids)
+        return self.prompt_ids[position] if position < n else self.output_ids[position - n]
+
+    @property
+    def needs_prefill(self) -> bool:
+        return self.num_tokens - self.num_cached > 1
 
 
-def padded_cost(works: list[Work]) -> int:
-    """Tokens a batch occupies once left-padded to its longest prompt and run to its longest output budget."""
-    if not works:
-        return 0
-    longest_prompt = max(len(w.prompt_ids) for w in works)
-    longest_output = max(w.max_new_tokens for w in works)
-    return len(works) * (longest_prompt + longest_output)
+@dataclass
+class Chunk:
+    """Part of a prefill: tokens [start, start + length) of `seq`; it samples when it reaches the sequence's end."""
+
+    seq: Sequence
+    start: int
+    length: int
+
+    @property
+    def samples(self) -> bool:
+        return self.start + self.length == self.seq.num_tokens
+
+
+@dataclass
+class Step:
+    kind: str  # "prefill" or "decode"
+    chunks: list[Chunk] = field(default_factory=list)  # prefill
+    seqs: list[Sequence] = field(default_factory=list)  # decode
+
+    @property
+    def sequences(self) -> list[Sequence]:
+        return [c.seq for c in self.chunks] if self.kind == "prefill" else self.seqs
 
 
 class Scheduler:
-    def __init__(self, batch_tokens: int, max_batch_size: int, max_queue: int):
-        self.batch_tokens = batch_tokens
-        self.max_batch_size = max_batch_size
+    def __init__(self, kv_tokens: int, max_in_flight: int, prefill_tokens: int, max_queue: int):
+        self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
+        self.max_rows = max_in_flight  # rows the runner holds state for; never changes
+        self.max_in_flight = max_in_flight  # may shrink after out-of-memory
+        self.prefill_tokens = prefill_tokens
         self.max_queue = max_queue
-        self.waiting: deque[Work] = deque()
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self._free_rows = list(range(max_in_flight - 1, -1, -1))
+        self._arrivals = itertools.count()
+        self._last_kind = "decode"
 
     @property
     def num_waiting(self) -> int:
         return len(self.waiting)
 
-    def add(self, works: list[Work]) -> None:
+    @property
+    def max_segment_tokens(self) -> int:
+        """The longest range a segment may ask for: the whole arena beyond the padding rows."""
+        return self.allocator.capacity_tokens - PAD_TOKENS
+
+    def add(self, seqs: list[Sequence]) -> None:
         """Queue all of a job's segments, or none: a job that does not fit is refused whole."""
-        if len(self.waiting) + len(works) > self.max_queue:
+        if len(self.waiting) + len(seqs) > self.max_queue:
             raise Overloaded(f"the queue is full ({len(self.waiting)} of {self.max_queue} segments waiting); "
                              "try again shortly")
-        self.waiting.extend(works)
+        too_long = [s for s in seqs if s.kv_tokens > self.max_segment_tokens]
+        if too_long:
+            raise ValueError(f"a segment needs {too_long[0].kv_tokens} KV tokens; the cache holds "
+                             f"{self.max_segment_tokens}")
+        for seq in seqs:
+            seq.arrival = next(self._arrivals)
+            seq.state = State.WAITING
+        self.waiting.extend(seqs)
 
-    def cancel(self, job_id: int) -> int:
-        before = len(self.waiting)
-        self.waiting = deque(w for w in self.waiting if w.job_id != job_id)
-        return before - len(self.waiting)
+    def remove_job(self, job_id: int) -> list[Sequence]:
+        """Drop a job's waiting segments and release its running ones; returns the running ones released."""
+        self.waiting = deque(s for s in self.waiting if s.job_id != job_id)
+        gone = [s for s in self.running if s.job_id == job_id]
+        for seq in gone:
+            self.finish(seq)
+        return gone
 
-    def next_batch(self) -> list[Work]:
-        """The oldest segment and every later one of its group that keeps the padded batch within budget."""
-        if not self.waiting:
-            return []
-        first = self.waiting[0]
-        batch = [first]
-        for work in list(self.waiting)[1:]:
-            if len(batch) >= self.max_batch_size:
+    def schedule(self) -> Step | None:
+        self._admit()
+        pending = [s for s in self.running if s.needs_prefill]
+        ready = [s for s in self.running if not s.needs_prefill]
+        if pending and (not ready or self._last_kind == "decode"):
+            self._last_kind = "prefill"
+            return Step("prefill", chunks=self._chunks(pending))
+        if ready:
+            self._last_kind = "decode"
+            return Step("decode", seqs=ready)
+        return None
+
+    def _admit(self) -> None:
+        """Admit waiting segments in arrival order while a row and an arena range are free, and the adapter
+        matches the one in flight; the first that cannot be admitted stops admission (no overtaking)."""
+        while self.waiting and len(self.running) < self.max_in_flight:
+            seq = self.waiting[0]
+            if self.running and seq.adapter != self.running[0].adapter:
+                return
+            start = self.allocator.allocate(seq.kv_tokens)
+            if start is None:
+                return
+            self.waiting.popleft()
+            seq.kv_start, seq.row, seq.state, seq.num_cached = start, self._free_rows.pop(), State.RUNNING, 0
+            self.running.append(seq)
+
+    def _chunks(self, pending: list[Sequence]) -> list[Chunk]:
+        budget, chunks = self.prefill_tokens, []
+        for seq in pending:
+            if budget <= 0:
                 break
-            if work.group == first.group and padded_cost(batch + [work]) <= self.batch_tokens:
-                batch.append(work)
-        taken = {id(w) for w in batch}
-        self.waiting = deque(w for w in self.waiting if id(w) not in taken)
-        return batch
+            length = min(seq.num_tokens - seq.num_cached, budget)
+            chunks.append(Chunk(seq, seq.num_cached, length))
+            budget -= length
+        return chunks
+
+    def finish(self, seq: Sequence) -> None:
+        """A running segment leaves: its row and its range go back at once."""
+        self._release(seq)
+        seq.state = State.FINISHED
+
+    def preempt(self, seqs: list[Sequence]) -> None:
+        """Back to the head of the queue, in arrival order, keeping what they generated."""
+        for seq in seqs:
+            self._release(seq)
+            seq.state, seq.num_cached = State.WAITING, 0
+        merged = sorted(list(seqs) + list(self.waiting), key=lambda s: s.arrival)
+        self.waiting = deque(merged)
+
+    def shrink(self) -> None:
+        """After out-of-memory: fewer segments in flight and smaller prefill steps from now on."""
+        self.max_in_flight = max(1, self.max_in_flight * 3 // 4)
+        self.prefill_tokens = max(64, self.prefill_tokens // 2)
+
+    def _release(self, seq: Sequence) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+            self.allocator.free(seq.kv_start, seq.kv_tokens)
+            self._free_rows.append(seq.row)
+        seq.kv_start = seq.row = None

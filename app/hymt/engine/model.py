@@ -1,0 +1,165 @@
+"""The decoder's forward pass for continuous batching, over the loaded transformers modules (so their weights,
+quantized linear layers and LoRA wrappers serve as loaded): tokens of many segments packed in one row, each
+segment's keys and values in its own range of the KV arena.
+
+Attention, by what the GPU and the cache allow:
+- "flash": FlashAttention-2's varlen kernel (through torch) reads each segment's range in place, given its start
+  and length (an INT8 arena is dequantized a layer at a time first); GPUs from Ampere on.
+- "dense": each segment's keys gathered from the arena (dequantized for the INT8 cache) into torch's SDPA. On the
+  CPU segment by segment, with the exact calls transformers makes, so greedy output equals `generate`'s; on a GPU
+  one padded, masked call for the whole decoding batch, so the step can be captured in a CUDA graph.
+
+The element-wise pieces (RMSNorm, rotary embedding with the Q/K norms, SiLU gate) are small functions with
+transformers' own arithmetic; on a GPU they are compiled with torch.compile, which fuses each into one kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .kvcache import KVArena
+
+
+@dataclass
+class Batch:
+    """One forward pass: T packed tokens of n segments.
+
+    input_ids, positions, write_index: [T]; query_starts: [n + 1] (int32, cumulative query lengths);
+    kv_starts: [n + 1] (int32, each segment's first arena row; the last entry is unused); kv_lengths: [n] (int32,
+    cached tokens including this pass's); logits_index: [m] (the packed tokens whose next-token logits are wanted).
+    `spans` (host lists: query start, query length, kv start, kv length per segment) drives the CPU path; None for
+    a decoding batch on a GPU, whose shapes stay fixed for CUDA graph capture.
+    """
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    write_index: torch.Tensor
+    query_starts: torch.Tensor
+    kv_starts: torch.Tensor
+    kv_lengths: torch.Tensor
+    logits_index: torch.Tensor
+    max_query: int
+    max_kv: int
+    spans: list[tuple[int, int, int, int]] | None = None
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x.to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope_qk_norm(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, q_weight: torch.Tensor,
+                 k_weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [T, heads, D], k [T, kv_heads, D], cos/sin [T, D]: rotary embedding, then the per-head RMSNorm (Hunyuan
+    normalises after rotating)."""
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    return rms_norm(q, q_weight, eps), rms_norm(k, k_weight, eps)
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+class Decoder:
+    def __init__(self, model, arena: KVArena, attention: str, compiled: bool, max_positions: int):
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        config = base.config
+        self.embed, self.layers, self.norm = base.model.embed_tokens, base.model.layers, base.model.norm
+        self.lm_head = base.lm_head
+        self.arena = arena
+        self.attention = attention
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        self.eps = config.rms_norm_eps
+        self.scale = self.head_dim ** -0.5
+        self.device = self.embed.weight.device
+        self.dtype = self.embed.weight.dtype
+        # cos/sin per position, computed as transformers' rotary module does (float32 angles, then the model dtype).
+        rotary = base.model.rotary_emb
+        angles = torch.arange(max_positions, device=self.device, dtype=torch.float32)[:, None] * \
+            rotary.inv_freq.to(self.device, torch.float32)[None, :]
+        angles = torch.cat((angles, angles), dim=-1)
+        self.cos = (angles.cos() * rotary.attention_scaling).to(self.dtype)
+        self.sin = (angles.sin() * rotary.attention_scaling).to(self.dtype)
+        self.rms_norm, self.rope_qk_norm, self.silu_mul = rms_norm, rope_qk_norm, silu_mul
+        if compiled:
+            self.rms_norm, self.rope_qk_norm, self.silu_mul = (torch.compile(f, dynamic=True)
+                                                               for f in (rms_norm, rope_qk_norm, silu_mul))
+
+    def uncompile(self) -> None:
+        self.rms_norm, self.rope_qk_norm, self.silu_mul = rms_norm, rope_qk_norm, silu_mul
+
+    @torch.inference_mode()
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """Next-token logits [m, vocab] for the tokens at batch.logits_index; keys and values written on the way."""
+        tokens = batch.input_ids.shape[0]
+        hidden = self.embed(batch.input_ids)
+        cos, sin = self.cos[batch.positions], self.sin[batch.positions]
+        gather = self._gather_plan(batch) if batch.spans is None and self.attention == "dense" else None
+        for i, layer in enumerate(self.layers):
+            attn, mlp = layer.self_attn, layer.mlp
+            x = self.rms_norm(hidden, layer.input_layernorm.weight, self.eps)
+            q = attn.q_proj(x).view(tokens, self.num_heads, self.head_dim)
+            k = attn.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
+            v = attn.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
+            q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps)
+            self.arena.write(i, batch.write_index, k, v)
+            out = self._attend(i, q, batch, gather)
+            hidden = hidden + attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim))
+            x = self.rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
+            hidden = hidden + mlp.down_proj(self.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+        last = self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps)
+        return self.lm_head(last)
+
+    def _attend(self, layer: int, q: torch.Tensor, batch: Batch, gather) -> torch.Tensor:
+        if self.attention == "flash":
+            keys, values = self.arena.layer(layer)
+            return torch.ops.aten._flash_attention_forward(
+                q, keys, values, batch.query_starts, batch.kv_starts, batch.max_query, batch.max_kv, 0.0, True,
+                False, scale=self.scale, seqused_k=batch.kv_lengths)[0]
+        if batch.spans is None:
+            return self._attend_padded(layer, q, *gather)
+        return torch.cat([self._attend_one(layer, q[qs:qs + ql], ql, ks, kl) for qs, ql, ks, kl in batch.spans])
+
+    def _attend_one(self, layer: int, q: torch.Tensor, q_len: int, kv_start: int, kv_len: int) -> torch.Tensor:
+        """One segment: q [q_len, heads, D] against its first kv_len cached tokens (the last q_len are its own)."""
+        keys, values = self.arena.read(layer, torch.arange(kv_start, kv_start + kv_len, device=self.device))
+        q, keys, values = (t.transpose(0, 1)[None] for t in (q, keys, values))  # [1, heads, tokens, D]
+        if q_len == kv_len or q_len == 1:
+            out = F.scaled_dot_product_attention(q, keys, values, is_causal=q_len > 1, scale=self.scale,
+                                                 enable_gqa=True)
+        else:  # a later chunk of a prefill: causal from where the chunk starts
+            first = kv_len - q_len
+            mask = torch.arange(kv_len, device=self.device)[None, :] <= \
+                torch.arange(first, kv_len, device=self.device)[:, None]
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
+        return out[0].transpose(0, 1)
+
+    def _gather_plan(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """For a decoding batch (one query per segment): arena rows [n, max_kv] to gather and which are real."""
+        n = batch.kv_lengths.shape[0]
+        offsets = torch.arange(batch.max_kv, device=self.device)
+        index = (batch.kv_starts[:n, None].long() + offsets[None, :]).clamp(max=self.arena.num_tokens - 1)
+        return index, offsets[None, :] < batch.kv_lengths[:, None]
+
+    def _attend_padded(self, layer: int, q: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        n = q.shape[0]
+        keys, values = self.arena.read(layer, index)  # [n, max_kv, kv_heads, D]
+        # One query per segment: its heads grouped under their shared KV head, as the query length.
+        q = q.view(n, self.num_kv_heads, self.num_heads // self.num_kv_heads, self.head_dim)
+        out = F.scaled_dot_product_attention(q, keys.transpose(1, 2), values.transpose(1, 2),
+                                             attn_mask=valid[:, None, None, :], scale=self.scale)
+        return out.reshape(n, self.num_heads, self.head_dim)
