@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
               f"GPU {body.get('gpu_memory_used_gb')} GB")
         return 0
     # The first word is the state ("loading", "unhealthy", "unreachable"); the rest says why.
-    why = body.get("error") or ("the model is still loading" if state == "loading" else f"HTTP {status}")
+    why = body.get("error") or (f"starting: {body.get('phase', 'loading')}" if state == "loading" else f"HTTP {status}")
     print(f"{state}: {why}")
     return 1
 

@@ -90,6 +90,9 @@ def test_page_endpoint_streams_progress_then_done(server):
     kinds = [k for k, _ in events]
     assert kinds[0] == "start" and kinds[-1] == "done" and kinds.count("progress") == 3
     assert [b["done"] for k, b in events if k == "progress"] == [1, 2, 3]
+    # Between them, the text as it is generated: a segment's words appear before the segment ends.
+    tokens = [b for k, b in events if k == "token"]
+    assert tokens and tokens[0]["done"] == 0 and tokens[0]["partial"]
     final = events[-1][1]["translatedText"]
     assert final.count("\n") == 3 and final.split("\n")[2] == ""
     plain = httpx.post(f"{server.url}/api/translate", json={"text": text, "source": "en", "target": "zh"}).json()
@@ -136,13 +139,17 @@ def test_bad_inputs_get_a_4xx_with_a_json_body(server, path, kwargs, status, err
 
 def test_health_metrics_openapi_docs(server):
     health = httpx.get(f"{server.url}/health").json()
-    for key in ("status", "gpu_memory_used_gb", "gpu_memory_total_gb", "profile", "model", "queue_depth", "uptime_s"):
+    for key in ("status", "gpu_memory_used_gb", "gpu_memory_total_gb", "profile", "model", "queue_depth", "uptime_s",
+                "in_flight", "kv_cache_used_tokens"):
         assert key in health
-    assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0
+    assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0 and health["phase"] == "ready"
+    assert health["kv_cache_tokens"] > 0 and health["max_in_flight"] >= 1 and health["startup"]["total_s"] > 0
     metrics = httpx.get(f"{server.url}/metrics").text
     for name in ("hymt_requests_total", "hymt_request_seconds_bucket", "hymt_queue_depth", "hymt_tokens_in_total",
-                 "hymt_tokens_out_total", "hymt_batch_size_bucket", "hymt_gpu_memory_used_bytes",
-                 "hymt_gpu_memory_total_bytes", "hymt_oom_recoveries_total", "hymt_profile_info"):
+                 "hymt_tokens_out_total", "hymt_gpu_memory_used_bytes", "hymt_kv_cache_tokens",
+                 "hymt_kv_cache_bytes", "hymt_max_in_flight", "hymt_in_flight", "hymt_startup_seconds",
+                 "hymt_decode_steps_total", "hymt_gpu_memory_total_bytes", "hymt_oom_recoveries_total",
+                 "hymt_profile_info"):
         assert name in metrics
     spec = httpx.get(f"{server.url}/openapi.json").json()
     assert {"/translate", "/detect", "/languages", "/v1/chat/completions", "/api/translate"} <= set(spec["paths"])
@@ -153,7 +160,7 @@ def test_health_metrics_openapi_docs(server):
 def busy_server(test_model, tmp_path_factory):
     # A small queue and long outputs, so a flood overflows it and a long job is still running when the client leaves.
     srv = Server(test_model, tmp_path_factory.mktemp("logs") / "busy.log", HYMT_MAX_QUEUE_SEGMENTS="40",
-                 HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_BATCH_SIZE="2", HYMT_MAX_CHARS="100000")
+                 HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="2", HYMT_MAX_CHARS="100000")
     srv.wait_healthy()
     yield srv
     srv.stop()
@@ -204,11 +211,12 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog):
     from hymt.profiles import CPU_TIER, Decision
     from hymt.settings import Settings
 
-    decision = Decision(profile="cpu", weights="fp32", kv_cache="fp32", device="cpu", batch_tokens=512,
-                        reason="test", gpu=None)
+    decision = Decision(profile="cpu", weights="fp32", kv_cache="fp32", device="cpu", kv_cache_tokens=4096,
+                        kv_cache_bytes=0, max_in_flight=8, prefill_tokens=512, max_seq_tokens=1104, reason="test",
+                        gpu=None)
     assert CPU_TIER.name == decision.profile
 
-    def broken_factory(settings, decision):
+    def broken_factory(settings, decision, on_phase):
         raise RuntimeError("no engine in this test")
 
     monkeypatch.setattr(libre, "detect", lambda text: 1 / 0)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
-
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 
 class Metrics:
@@ -39,22 +37,38 @@ class _EngineCollector:
         decision = service.decision
         info = InfoMetricFamily("hymt_profile", "The active memory profile")
         info.add_metric([], {"profile": decision.profile, "weights": decision.weights, "kv_cache": decision.kv_cache,
-                             "device": decision.device, "batch_tokens": str(decision.batch_tokens),
-                             "attention": engine.attention if engine else "loading"})
+                             "device": decision.device, "attention": engine.attention if engine else "starting",
+                             "phase": service.phase})
         yield info
+        for name, doc, value in (
+                ("hymt_kv_cache_tokens", "Tokens the KV cache holds", decision.kv_cache_tokens),
+                ("hymt_kv_cache_bytes", "Bytes of GPU memory given to the KV cache", decision.kv_cache_bytes),
+                ("hymt_max_in_flight", "Segments decoded together at most",
+                 engine.scheduler.max_in_flight if engine else decision.max_in_flight),
+                ("hymt_in_flight", "Segments being prefilled or decoded", engine.in_flight if engine else 0),
+                ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight",
+                 engine.kv_used_tokens if engine else 0),
+                ("hymt_startup_seconds", "Seconds from start to ready: loading, compiling, graphs, warm-up",
+                 engine.startup.total_s if engine else 0)):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
         if engine is None:
             return
         stats = engine.runner.stats
-        for name, doc, value in (("hymt_tokens_in", "Prompt tokens sent to the model", stats.tokens_in),
+        for name, doc, value in (("hymt_tokens_in", "Prompt tokens prefilled", stats.tokens_in),
                                  ("hymt_tokens_out", "Tokens generated", stats.tokens_out),
                                  ("hymt_segments", "Segments translated", stats.segments),
-                                 ("hymt_oom_recoveries", "Out-of-memory errors recovered by splitting a batch",
-                                  stats.oom_events)):
+                                 ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments",
+                                  stats.oom_events),
+                                 ("hymt_preemptions", "Segments requeued after out-of-memory", stats.preemptions)):
             counter = CounterMetricFamily(name, doc)
             counter.add_metric([], value)
             yield counter
-        buckets = [(str(bound), sum(n for size, n in stats.batch_sizes.items() if size <= bound))
-                   for bound in BATCH_BUCKETS] + [("+Inf", stats.batches)]
-        sizes = HistogramMetricFamily("hymt_batch_size", "Segments per model batch")
-        sizes.add_metric([], buckets, sum_value=stats.segments)
-        yield sizes
+        for kind in ("prefill", "decode"):
+            steps = CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}")
+            steps.add_metric([], stats.steps[kind])
+            yield steps
+            seconds = CounterMetricFamily(f"hymt_{kind}_seconds", f"Seconds spent in {kind} steps")
+            seconds.add_metric([], stats.step_s[kind])
+            yield seconds

@@ -71,7 +71,7 @@ async def chat_completions(request: Request):
         job = await run_to_end(service, [(text, src)], target, sampling, request)
         (translated,) = job.texts()
         tokens_in = service.engine.runner.count_tokens(text)
-        tokens_out = sum(service.engine.runner.count_tokens(r.text) for r in job.results if r)
+        tokens_out = job.tokens_out
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": translated},
@@ -80,7 +80,7 @@ async def chat_completions(request: Request):
                       "total_tokens": tokens_in + tokens_out},
         })
 
-    job, events = await submit(service, [(text, src)], target, sampling)
+    job, events = await submit(service, [(text, src)], target, sampling, stream=True)
 
     def chunk(delta: dict, finish: str | None = None) -> str:
         body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -95,9 +95,10 @@ async def chat_completions(request: Request):
                 err = {"error": {"message": event.error.message, "type": event.error.error_type}}
                 yield f"data: {json.dumps(err)}\n\n"
                 return
-            # Segments finish in any order; send the translation's next settled prefix.
-            (done,) = job.settled_texts()
-            if len(done) > len(sent):
+            # Send what the text so far adds to what was sent. A finished segment's cleaned text can differ from
+            # its raw stream (a runaway repetition cut): then nothing more is sent until they agree again.
+            (done,) = job.texts() if event.kind == "done" else job.settled_texts(service.engine.decode)
+            if len(done) > len(sent) and done.startswith(sent):
                 yield chunk({"content": done[len(sent):]})
                 sent = done
         yield chunk({}, "stop")

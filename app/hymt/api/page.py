@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
+from ..hardware import GIB
 from ..prompts import Sampling
 from . import parsing
 from .libre import detected_json, detect_sources
@@ -38,7 +39,7 @@ async def translate(request: Request) -> Response:
         job = await run_to_end(service, [(text, src)], target, sampling, request)
         return JSONResponse(_result(job, detected))
 
-    job, events = await submit(service, [(text, src)], target, sampling)
+    job, events = await submit(service, [(text, src)], target, sampling, stream=True)
 
     def sse(kind: str, body: dict) -> str:
         return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
@@ -46,9 +47,11 @@ async def translate(request: Request) -> Response:
     async def stream():
         yield sse("start", {"segments": job.num_segments, "detectedLanguage": detected})
         async for event in events_until_done(service, job, events, request):
-            if event.kind == "segment":
-                (partial,) = job.settled_texts()
-                yield sse("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
+            if event.kind in ("token", "segment"):
+                # "token": the text so far, the segment being generated included; "progress": a segment ended.
+                (partial,) = job.settled_texts(service.engine.decode if event.kind == "token" else None)
+                yield sse("progress" if event.kind == "segment" else "token",
+                          {"done": event.num_done, "total": job.num_segments, "partial": partial})
             elif event.kind == "error":
                 yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
             elif event.kind == "done":
@@ -66,20 +69,24 @@ async def health(request: Request) -> JSONResponse:
     decision = service.decision
     body = {
         "status": status,
+        "phase": service.phase,
         "gpu_memory_used_gb": used,
         "gpu_memory_total_gb": total,
         "gpu": decision.gpu["name"] if decision.gpu else None,
         "profile": decision.profile,
         "weights": decision.weights,
         "kv_cache": decision.kv_cache,
-        "batch_tokens": decision.batch_tokens,
+        "kv_cache_tokens": decision.kv_cache_tokens,
+        "kv_cache_gb": round(decision.kv_cache_bytes / GIB, 3),
+        "max_in_flight": engine.scheduler.max_in_flight if engine else decision.max_in_flight,
         "attention": engine.attention if engine else None,
         "model": service.settings.model,
         "queue_depth": engine.queue_depth if engine else 0,
-        "running_segments": engine.running_segments if engine else 0,
+        "in_flight": engine.in_flight if engine else 0,
+        "kv_cache_used_tokens": engine.kv_used_tokens if engine else 0,
         "queue_limit": service.settings.max_queue_segments,
         "oom_recoveries": engine.runner.stats.oom_events if engine else 0,
-        "load_s": round(engine.load_s, 2) if engine else None,
+        "startup": _startup(engine.startup) if engine else None,
         "uptime_s": round(time.monotonic() - service.started_at, 1),
         "decision_reason": decision.reason,
     }
@@ -88,6 +95,12 @@ async def health(request: Request) -> JSONResponse:
     if service.load_error:
         body["error"] = service.load_error
     return JSONResponse(body, status_code=200 if status in ("healthy", "degraded") else 503)
+
+
+def _startup(startup) -> dict:
+    return {"total_s": round(startup.total_s, 2), "load_s": round(startup.load_s, 2),
+            "graphs_s": round(startup.graphs_s, 2), "warmup_s": startup.warmup.get("seconds"),
+            "steps": startup.steps}
 
 
 async def index(request: Request) -> FileResponse:

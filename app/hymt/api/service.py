@@ -36,13 +36,18 @@ class Service:
     started_at: float = field(default_factory=time.monotonic)
     started_at_wall: float = field(default_factory=time.time)
     on_fatal: Callable[[str], None] | None = None
+    phase: str = "starting"  # what start-up is doing, for /health until the engine is ready
 
-    def load_in_background(self, engine_factory: Callable[[Settings, Decision], Engine] | None = None,
-                           ) -> threading.Thread:
+    def load_in_background(self, engine_factory: Callable[..., Engine] | None = None) -> threading.Thread:
+        def on_phase(text: str) -> None:
+            log.info("start-up: %s", text)
+            self.phase = text
+
         def load():
             try:
                 apply_memory_cap(self.settings.gpu_memory_gb)
-                self.engine = (engine_factory or start)(self.settings, self.decision)
+                self.engine = (engine_factory or start)(self.settings, self.decision, on_phase)
+                self.phase = "ready"
                 self.decision = self.engine.decision
             except Exception as exc:  # noqa: BLE001 - any start-up failure makes the service unhealthy, with a reason
                 message = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
@@ -57,7 +62,7 @@ class Service:
 
     def ready_engine(self) -> Engine:
         if self.engine is None:
-            raise NotReady(self.load_error or "the model is still loading; try again shortly")
+            raise NotReady(self.load_error or f"the server is starting ({self.phase}); try again shortly")
         if not self.engine.alive:
             raise NotReady("the engine stopped; the service is restarting")
         return self.engine
@@ -90,8 +95,9 @@ class Service:
 
 
 async def submit(service: Service, items: list[tuple[str, Language | None]], target: Language, sampling: Sampling,
-                 ) -> tuple[Job, "asyncio.Queue[Event]"]:
-    """Queue a job; its events arrive on the returned asyncio queue. Tokenizing runs off the event loop."""
+                 stream: bool = False) -> tuple[Job, "asyncio.Queue[Event]"]:
+    """Queue a job; its events (every token too, when streaming) arrive on the returned asyncio queue.
+    Tokenizing runs off the event loop."""
     engine = service.ready_engine()
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[Event] = asyncio.Queue()
@@ -99,14 +105,15 @@ async def submit(service: Service, items: list[tuple[str, Language | None]], tar
     def listener(event: Event) -> None:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    job = await run_in_threadpool(engine.submit, items, target, sampling, listener)
+    job = await run_in_threadpool(engine.submit, items, target, sampling, listener, stream=stream)
     return job, events
 
 
 async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[Event]",
                             request: Request) -> AsyncIterator[Event]:
     """The job's events up to its one terminal event ("done" or "error"); a client that disconnects, or a
-    consumer that stops early, has the job cancelled."""
+    consumer that stops early, has the job cancelled. Token events that queued up while the consumer was busy
+    are merged into the latest one (a stream shows the text so far, not each token)."""
     ended = False
     try:
         while True:
@@ -117,6 +124,8 @@ async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[E
                     log.info("client left: cancelling job %d", job.id)
                     return
                 continue
+            while event.kind == "token" and not events.empty():
+                event = events.get_nowait()
             ended = event.kind in ("done", "error")
             yield event
             if ended:

@@ -84,7 +84,7 @@ async function translate() {
         if (kind === "start") {
           progress.max = Math.max(1, body.segments);
           if (body.detectedLanguage) showDetected(body.detectedLanguage);
-        } else if (kind === "progress") {
+        } else if (kind === "progress" || kind === "token") {
           progress.value = body.done;
           $("output").textContent = body.partial;
         } else if (kind === "done") {
