@@ -14,6 +14,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     HYMT_MODEL=/models \
     HYMT_RUN_DIR=/run/hymt \
     HYMT_LOG_DIR=/var/log/hymt \
+    HYMT_COMPILE_CACHE_DIR=/var/cache/hymt/compile \
     HYMT_PORT=80
 
 # Ubuntu's python3 of this release; security updates come with a rebuild, so no version pin.
@@ -23,8 +24,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
 
-# A CUDA 12.8 build of torch (PyPI's default build needs a newer driver), then the pinned dependencies,
-# bitsandbytes included. These layers change only when pyproject.toml does.
+# A CUDA 12.8 build of torch (PyPI's default build needs a newer driver; its FlashAttention-2 kernels serve the
+# engine's attention), then the pinned dependencies, bitsandbytes and torchao included. These layers change only
+# when pyproject.toml does.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0
 COPY pyproject.toml /src/pyproject.toml
@@ -32,12 +34,6 @@ RUN python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['gpu']))" > /tmp/requirements.txt \
     && pip install --no-cache-dir -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
-
-# FlashAttention-2 from a prebuilt wheel, only when asked (the server falls back to PyTorch SDPA without it).
-ARG FLASH_ATTN_WHEEL=""
-# A wheel chosen by whoever builds (its file name carries the version), so no pin here.
-# hadolint ignore=DL3013
-RUN if [ -n "${FLASH_ATTN_WHEEL}" ]; then pip install --no-cache-dir "${FLASH_ATTN_WHEEL}"; fi
 
 # The model, baked before the code so that a code change does not download it again. Empty MODEL_ID: mount
 # a checkpoint at /models instead.
@@ -53,12 +49,13 @@ RUN pip install --no-cache-dir --no-deps /src
 COPY rootfs /
 
 RUN useradd --system --uid 10001 --home-dir /run/hymt hymt \
-    && mkdir -p /run/hymt /var/log/hymt \
-    && chown -R hymt /run/hymt /var/log/hymt
+    && mkdir -p /run/hymt /var/log/hymt /var/cache/hymt/compile \
+    && chown -R hymt /run/hymt /var/log/hymt /var/cache/hymt
 # Docker lets an unprivileged user bind port 80 inside the container (net.ipv4.ip_unprivileged_port_start=0).
 USER 10001
 
 EXPOSE 80
-# Loading 16 GB of weights (or quantizing them) takes minutes on a slow disk: a long start period.
+# Loading 16 GB of weights (or quantizing them) takes minutes on a slow disk, and the first start compiles the
+# decoding kernels (kept on the compile-cache volume for the next): a long start period.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=15m --retries=3 CMD ["hymt-probe"]
 ENTRYPOINT ["/usr/local/bin/hymt-entrypoint"]

@@ -39,6 +39,7 @@ wait_healthy() {  # $1: command printing the state, $2: URL
 # --- natively, under the same supervisord configuration as the image ---------------------------------------------
 run_native() {
   export HYMT_ROOTFS="$ROOT/rootfs" HYMT_RUN_DIR="$ROOT/.run" HYMT_LOG_DIR="$ROOT/.run/logs"
+  export HYMT_COMPILE_CACHE_DIR="${HYMT_COMPILE_CACHE_DIR:-$ROOT/.cache/compile}"
   export HYMT_PYTHON="$ROOT/.venv/bin/python" HYMT_SUPERVISORD="$ROOT/.venv/bin/supervisord"
   local sock="unix://$HYMT_RUN_DIR/supervisor.sock"
   if [ "$stop" = 1 ]; then

@@ -7,8 +7,8 @@ if ! decision=$("$HYMT_PYTHON" -m hymt profile --output "$HYMT_DECISION_FILE.tmp
   exit 1
 fi
 mv "$HYMT_DECISION_FILE.tmp" "$HYMT_DECISION_FILE"
-profile=$("$HYMT_PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["profile"], d["batch_tokens"], d["reason"], sep="|")' "$HYMT_DECISION_FILE")
-echo "hymt: profile ${profile%%|*} ($(echo "$profile" | cut -d'|' -f3))"
+profile=$("$HYMT_PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["profile"], d["kv_cache_tokens"], d["reason"], sep="|")' "$HYMT_DECISION_FILE")
+echo "hymt: profile ${profile%%|*}, $(echo "$profile" | cut -d'|' -f2) KV cache tokens ($(echo "$profile" | cut -d'|' -f3))"
 case "$profile" in
   cpu*) echo "hymt: warning: no usable NVIDIA GPU found; translating on the CPU will be slow" >&2 ;;
 esac
