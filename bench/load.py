@@ -1,0 +1,157 @@
+"""Load as users make it: N concurrent HTTP clients sending sentences to a running server, and a watcher that
+samples the server process's GPU memory and its segments in flight meanwhile (ten times a second).
+
+Every scenario has a deadline: a request that has not finished by then counts as unfinished, and a latency
+percentile that falls on an unfinished request is reported as the deadline with `censored` set (a lower bound),
+so a server that answers one request at a time is not flattered by the requests it never reached.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+
+import httpx
+
+# Realistic sentences (8 to 45 words), mixed languages, with their source and a target.
+SENTENCES = [
+    ("The meeting has been moved to Thursday afternoon.", "en", "zh"),
+    ("Please keep your luggage with you at all times while inside the terminal building.", "en", "de"),
+    ("我们将在下周一发布新版本，届时所有用户都可以免费升级。", "zh", "en"),
+    ("Les résultats de l'étude montrent une nette amélioration de la qualité de l'air dans les grandes villes.",
+     "fr", "zh"),
+    ("Der Zug nach München fährt heute wegen Bauarbeiten mit einer Verspätung von etwa zwanzig Minuten ab.",
+     "de", "en"),
+    ("If you have any questions about your invoice, contact our support team by email or by phone during office "
+     "hours.", "en", "ja"),
+    ("El nuevo museo abrirá sus puertas al público el próximo mes con una exposición dedicada al arte "
+     "contemporáneo.", "es", "en"),
+    ("明日の会議は午後三時から始まりますので、資料を事前に確認しておいてください。", "ja", "zh"),
+    ("Researchers found that people who sleep less than six hours a night are more likely to catch a cold, even "
+     "when other factors such as age, stress and smoking are taken into account.", "en", "zh"),
+    ("Проект будет завершён к концу года, если финансирование сохранится на нынешнем уровне.", "ru", "en"),
+    ("The committee reviewed forty applications and selected three finalists, each of whom will present a "
+     "detailed proposal to the board in early spring.", "en", "fr"),
+    ("Mohon pastikan semua dokumen sudah ditandatangani sebelum dikirim ke kantor pusat.", "id", "en"),
+    ("Il governo ha annunciato nuove misure per sostenere le piccole imprese colpite dall'aumento dei costi "
+     "dell'energia.", "it", "en"),
+    ("Thank you for your patience.", "en", "bo"),
+    ("Bu yıl festivale otuzdan fazla ülkeden sanatçı katılacak ve etkinlikler iki hafta sürecek.", "tr", "en"),
+    ("The software update fixes a security vulnerability that could allow an attacker to read files on the "
+     "device without the user's permission, so we recommend installing it as soon as possible.", "en", "zh"),
+]
+
+
+def document_lines(count: int) -> list[str]:
+    """A document of `count` short lines (subtitle-like clauses of the English sentences), one segment each."""
+    clauses = [c.strip() for text, source, _ in SENTENCES if source == "en" for c in re.split(r"[,.]", text)
+               if len(c.split()) >= 3]
+    return [f"{clauses[i % len(clauses)]} ({i + 1})." for i in range(count)]
+
+
+def metric(url: str, name: str) -> float:
+    """A counter from the server's Prometheus text (0 when absent)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = re.search(rf"^{name}(?:_total)?(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def run_clients(url: str, clients: int, per_client: int, deadline_s: float) -> dict:
+    """`clients` threads, each sending `per_client` requests one after another; tokens counted by the server."""
+    tokens_before = metric(url, "hymt_tokens_out")
+    latencies: list[float] = []
+    unfinished = errors = 0
+    lock = threading.Lock()
+    started = time.perf_counter()
+    deadline = started + deadline_s
+
+    def client(number: int) -> None:
+        nonlocal unfinished, errors
+        with httpx.Client() as session:
+            for k in range(per_client):
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    with lock:
+                        unfinished += per_client - k
+                    return
+                text, source, target = SENTENCES[(number * per_client + k) % len(SENTENCES)]
+                t0 = time.perf_counter()
+                try:
+                    response = session.post(f"{url}/translate", json={"q": text, "source": source, "target": target},
+                                            timeout=remaining)
+                except httpx.TimeoutException:
+                    with lock:
+                        unfinished += per_client - k
+                    return
+                with lock:
+                    if response.status_code == 200:
+                        latencies.append(time.perf_counter() - t0)
+                    else:
+                        errors += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    tokens = metric(url, "hymt_tokens_out") - tokens_before
+    padded = latencies + [math.inf] * (unfinished + errors)
+    record = {"clients": clients, "requests": clients * per_client, "completed": len(latencies),
+              "errors": errors, "unfinished": unfinished, "seconds": round(elapsed, 2), "tokens_out": int(tokens),
+              "tok_s": round(tokens / elapsed, 1)}
+    for key, q in (("p50_s", 0.5), ("p95_s", 0.95)):
+        value = percentile(padded, q)
+        record[key] = round(value, 2) if math.isfinite(value) else round(deadline_s, 2)
+        record[key.replace("_s", "_censored")] = not math.isfinite(value)
+    return record
+
+
+class Watcher:
+    """Samples the server process's GPU memory (NVML; torch's view from /health when NVML cannot see the
+    process) and its segments in flight (/health)."""
+
+    def __init__(self, url: str, pid: int):
+        self.url, self.pid = url, pid
+        self.peak_gb = 0.0
+        self.max_in_flight = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Watcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import pynvml
+
+        try:
+            pynvml.nvmlInit()
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        except pynvml.NVMLError:
+            handles = []
+        with httpx.Client() as session:
+            while not self._stop.wait(0.1):
+                used = [p.usedGpuMemory for h in handles for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+                        if p.pid == self.pid and p.usedGpuMemory]
+                try:
+                    health = session.get(f"{self.url}/health", timeout=2).json()
+                except (httpx.HTTPError, ValueError):
+                    continue
+                gb = used[0] / 2 ** 30 if used else health.get("gpu_memory_used_gb") or 0.0
+                self.peak_gb = max(self.peak_gb, gb)
+                self.max_in_flight = max(self.max_in_flight,
+                                         health.get("in_flight", health.get("running_segments", 0)) or 0)
+        if handles:
+            pynvml.nvmlShutdown()
