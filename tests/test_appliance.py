@@ -79,8 +79,11 @@ def appliance(test_model, tmp_path_factory):
 
 
 def test_all_programs_running_and_health(appliance):
-    states = {p["name"]: p["statename"] for p in appliance.rpc.supervisor.getAllProcessInfo()}
-    assert states == {"hymt-server": "RUNNING", "hymt-health": "RUNNING"}
+    def states():
+        return {p["name"]: p["statename"] for p in appliance.rpc.supervisor.getAllProcessInfo()}
+
+    # The server can answer /health before supervisord's startsecs have passed and it calls it RUNNING.
+    appliance.wait(lambda: states() == {"hymt-server": "RUNNING", "hymt-health": "RUNNING"})
     health = appliance.health()
     assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0 and "no GPU" in health["note"]
     assert health["profile"] == "cpu"

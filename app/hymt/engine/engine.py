@@ -380,7 +380,7 @@ def _runner_plan(settings: Settings, decision: Decision, tier, kv_tokens: int, a
     on_gpu = tier.device == "cuda"
     # LoRA wrappers choose their adapter in Python at every call, which a captured graph would freeze.
     graphs = on_gpu and settings.cuda_graphs and not adapters
-    return RunnerPlan(kv_tokens=kv_tokens, max_in_flight=min(decision.max_in_flight, in_flight(kv_tokens, 10 ** 6)),
+    return RunnerPlan(kv_tokens=kv_tokens, max_in_flight=in_flight(kv_tokens, decision.max_in_flight),
                       prefill_tokens=decision.prefill_tokens, max_seq_tokens=segment_kv_tokens(settings),
                       kv_cache="int8" if tier.kv_cache == "int8" else "16-bit", cuda_graphs=graphs,
                       compiled=on_gpu and settings.compile)

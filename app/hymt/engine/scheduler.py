@@ -97,8 +97,7 @@ class Step:
 class Scheduler:
     def __init__(self, kv_tokens: int, max_in_flight: int, prefill_tokens: int, max_queue: int):
         self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
-        self.max_rows = max_in_flight  # rows the runner holds state for; never changes
-        self.max_in_flight = max_in_flight  # may shrink after out-of-memory
+        self.max_in_flight = max_in_flight  # may shrink after out-of-memory; rows beyond it stay free
         self.prefill_tokens = prefill_tokens
         self.max_queue = max_queue
         self.waiting: deque[Sequence] = deque()
