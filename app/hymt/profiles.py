@@ -156,9 +156,8 @@ class Decision:
         return asdict(self)
 
     def allows(self, tier: Tier) -> bool:
-        """Whether this GPU runs the tier's kernels (an unknown GPU generation is given the benefit of the doubt)."""
-        capability = (self.gpu or {}).get("compute_capability")
-        return capability is None or tuple(capability) >= tier.min_capability
+        """Whether this GPU runs the tier's kernels."""
+        return _runs_on(tier, (self.gpu or {}).get("compute_capability"))
 
     def with_kv_tokens(self, kv_tokens: int, max_in_flight: int, reason: str) -> "Decision":
         per_token = self.kv_cache_bytes // max(1, self.kv_cache_tokens)
@@ -222,7 +221,7 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
         tier = BY_NAME.get(forced)
         if tier is None or tier is CPU_TIER:
             raise ConfigError(f"unknown profile {forced!r}")
-        if not _runs_on(tier, gpu):
+        if not _runs_on(tier, gpu.compute_capability):
             raise HymtError(f"profile {forced} needs a GPU of compute capability "
                             f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
                             error_type="does_not_fit")
@@ -233,8 +232,8 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
 
     # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of INT4 or NF4).
     candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights in ("int4", "nf4"))]
-    older = [t.name for t in candidates if not _runs_on(t, gpu)]
-    candidates = [t for t in candidates if _runs_on(t, gpu)]
+    older = [t.name for t in candidates if not _runs_on(t, gpu.compute_capability)]
+    candidates = [t for t in candidates if _runs_on(t, gpu.compute_capability)]
     note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
     for tier in candidates:
         if per_tier[tier.name]["kv_cache_tokens"] >= settings.target_kv_tokens:
@@ -251,8 +250,9 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
                     error_type="does_not_fit")
 
 
-def _runs_on(tier: Tier, gpu: GpuMemory) -> bool:
-    return gpu.compute_capability is None or tuple(gpu.compute_capability) >= tier.min_capability
+def _runs_on(tier: Tier, capability) -> bool:
+    """An unknown GPU generation (None) is given the benefit of the doubt."""
+    return capability is None or tuple(capability) >= tier.min_capability
 
 
 def _need_gib(shape: ModelShape, tier: Tier, settings, seq_tokens: int) -> float:

@@ -81,6 +81,8 @@ class ModelRunner:
         # Decoding inputs, one column per row: token, position, arena row written, range start, cached length.
         self._host = torch.zeros((5, rows), dtype=torch.long, pin_memory=self.device.type == "cuda")
         self._inputs = torch.zeros((5, rows), dtype=torch.long, device=self.device)
+        # A padding row: token 0 at position 0, written to and read from the arena's reserved first row.
+        self._padding = torch.tensor([[0], [0], [0], [0], [1]], dtype=torch.long)
         self._arange = torch.arange(rows, device=self.device)
         # A PEFT model starts with its first adapter active (LoRA wrappers read it at every call).
         self._adapter = model.active_adapter if hasattr(model, "peft_config") else None
@@ -109,7 +111,7 @@ class ModelRunner:
         """Run prompt chunks; the next token for each chunk that ends its sequence, None for the others."""
         started = time.perf_counter()
         self._use_adapter(chunks[0].seq.adapter)
-        ids, positions, query_starts, spans = [], [], [0], []
+        ids, positions, write_index, query_starts, spans = [], [], [], [0], []
         for chunk in chunks:
             seq = chunk.seq
             if chunk.start == 0:
@@ -117,13 +119,13 @@ class ModelRunner:
             span = range(chunk.start, chunk.start + chunk.length)
             ids += [seq.token(p) for p in span]
             positions += span
+            write_index += [seq.kv_start + p for p in span]
             spans.append((query_starts[-1], chunk.length, seq.kv_start, chunk.start + chunk.length))
             query_starts.append(query_starts[-1] + chunk.length)
         sampling = [(i, c) for i, c in enumerate(chunks) if c.samples]
         batch = Batch(
             input_ids=self._tensor(ids), positions=self._tensor(positions),
-            write_index=self._tensor([c.seq.kv_start + p for c in chunks
-                                      for p in range(c.start, c.start + c.length)]),
+            write_index=self._tensor(write_index),
             query_starts=self._tensor(query_starts, torch.int32),
             kv_starts=self._tensor([s[2] for s in spans] + [0], torch.int32),
             kv_lengths=self._tensor([s[3] for s in spans], torch.int32),
@@ -153,7 +155,7 @@ class ModelRunner:
             logits = self.decoder.forward(self._cpu_decode_batch(columns))
         else:
             rows = next((b for b in self.buckets if b >= n), n) if self.graphs else n
-            self._host[:, :rows] = torch.tensor([[0, 0, 0, 0, 1]], dtype=torch.long).T  # padding rows
+            self._host[:, :rows] = self._padding
             self._host[:, :n] = torch.tensor(columns, dtype=torch.long)
             self._inputs[:, :rows].copy_(self._host[:, :rows], non_blocking=True)
             if rows in self.graphs:
