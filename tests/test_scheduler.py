@@ -50,6 +50,8 @@ def test_a_segment_joins_at_the_next_step_and_leaves_the_step_it_ends():
     s.add([seq(job=2)])
     newcomer = s.schedule()  # alternation: the newcomer is prefilled after one decoding step
     assert newcomer.kind == "prefill" and newcomer.chunks[0].seq.job_id == 2
+    rider = newcomer.chunks[1]  # the running segment decodes its next token in the same step
+    assert (rider.seq, rider.start, rider.length, rider.decoding, rider.samples) == (first, 10, 1, True, True)
     run_prefill(newcomer)
     assert [q.job_id for q in s.schedule().seqs] == [1, 2]
     s.finish(first)
@@ -67,13 +69,51 @@ def test_prefill_and_decoding_alternate_so_newcomers_never_stall_the_batch_for_l
         step = s.schedule()
         kinds.append(step.kind)
         if step.kind == "prefill":
-            assert sum(c.length for c in step.chunks) <= 25
+            assert sum(c.length for c in step.chunks if not c.decoding) <= 25
             run_prefill(step)
         else:
             for q in step.seqs:
                 q.num_cached += 1
                 q.output_ids.append(1)
     assert kinds == ["decode", "prefill", "decode", "prefill", "decode", "decode"]
+
+
+def kinds_until_prefill(s, limit=20):
+    """Steps until the next prefill, decoding the ready ones meanwhile; the prefill step is run too."""
+    kinds = []
+    for _ in range(limit):
+        step = s.schedule()
+        kinds.append(step.kind)
+        if step.kind == "prefill":
+            run_prefill(step)
+            return kinds
+        for q in step.seqs:
+            q.num_cached += 1
+            q.output_ids.append(1)
+    return kinds
+
+
+def test_in_a_large_batch_newcomers_gather_so_one_prefill_step_takes_several():
+    s = Scheduler(kv_tokens=10_000, max_in_flight=64, prefill_tokens=200, max_queue=100)
+    s.add([seq(index=i) for i in range(16)])
+    run_prefill(s.schedule())
+    s.add([seq(job=2)])
+    kinds = [s.schedule().kind]  # 16 decoding: a newcomer waits two decoding steps
+    s.add([seq(job=3)])
+    kinds += kinds_until_prefill(s)
+    assert kinds == ["decode", "decode", "prefill"]
+    assert {q.job_id for q in s.running if q.num_cached == 10} == {2, 3}
+    s.add([seq(job=4, index=i, prompt=80) for i in range(3)])  # a full prefill step's worth goes at once
+    assert kinds_until_prefill(s) == ["decode", "prefill"]  # (right after a prefill, one decoding step first)
+
+
+def test_when_no_one_else_can_join_newcomers_are_prefilled_without_gathering():
+    s = Scheduler(kv_tokens=10_000, max_in_flight=17, prefill_tokens=200, max_queue=100)
+    s.add([seq(index=i) for i in range(16)])
+    run_prefill(s.schedule())
+    s.schedule()
+    s.add([seq(job=2)])
+    assert kinds_until_prefill(s) == ["prefill"]
 
 
 def test_a_long_prompt_is_prefilled_in_chunks_and_samples_only_at_its_end():
@@ -108,7 +148,7 @@ def test_preempted_segments_return_first_with_their_output():
     assert b.state is State.WAITING and b.row is None and s.allocator.used_tokens == 20
     assert s.schedule().seqs == [a]
     step = s.schedule()
-    assert [(ch.seq.index, ch.start, ch.length) for ch in step.chunks] == [(1, 0, 11), (2, 0, 10)]
+    assert [(ch.seq.index, ch.start, ch.length) for ch in step.chunks] == [(1, 0, 11), (2, 0, 10), (0, 10, 1)]
     s.shrink()
     assert s.max_in_flight == 3 and s.prefill_tokens == 500
 

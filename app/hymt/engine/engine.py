@@ -270,7 +270,7 @@ class Engine:
         events.append(Event("segment", job, index=seq.index, num_done=job.num_done))
 
     def _recover(self, step: Step) -> None:
-        """Out of memory in a step: the step's segments (prefill) or the newest half in flight (decoding) go back
+        """Out of memory in a step: the step's prefilled segments or the newest half in flight (decoding) go back
         to the queue with what they generated, and the budget shrinks. A segment that fails alone repeatedly
         ends its job with an error."""
         self.runner.stats.oom_events += 1
@@ -280,7 +280,7 @@ class Engine:
         with self._cond:
             running = self.scheduler.running
             if step.kind == "prefill":
-                victims = [s for s in step.sequences if s.state is State.RUNNING]
+                victims = [c.seq for c in step.chunks if not c.decoding and c.seq.state is State.RUNNING]
             else:
                 victims = sorted(running, key=lambda s: s.arrival)[len(running) // 2:]
             hopeless = [s for s in victims if len(running) == 1 and s.preemptions >= MAX_PREEMPTIONS_ALONE]

@@ -1,5 +1,5 @@
-"""Runs the scheduler's steps on the model: a prefill step (packed prompt chunks, eager) or a decoding step (one
-token per segment in flight), then per-row sampling.
+"""Runs the scheduler's steps on the model: a prefill step (packed prompt chunks, and one token of each segment
+riding along, eager) or a decoding step (one token per segment in flight), then per-row sampling.
 
 On a GPU a decoding step replays a CUDA graph captured for the smallest batch-size bucket that holds the batch
 (padding rows write to and read from the arena's reserved first row), so the hundreds of kernels of a 7B step are
@@ -108,7 +108,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def prefill(self, chunks: list[Chunk]) -> list[int | None]:
-        """Run prompt chunks; the next token for each chunk that ends its sequence, None for the others."""
+        """Run prompt chunks (and riding decoding rows); the next token for each chunk that ends its sequence, None
+        for the others."""
         started = time.perf_counter()
         self._use_adapter(chunks[0].seq.adapter)
         ids, positions, write_index, query_starts, spans = [], [], [], [0], []
@@ -138,7 +139,7 @@ class ModelRunner:
             for (i, _), token in zip(sampling, sampled):
                 tokens[i] = token
         self.stats.steps["prefill"] += 1
-        self.stats.tokens_in += len(ids)
+        self.stats.tokens_in += sum(c.length for c in chunks if not c.decoding)
         self.stats.step_s["prefill"] += time.perf_counter() - started
         return tokens
 

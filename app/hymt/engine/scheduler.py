@@ -2,9 +2,10 @@
 
 A segment waits (FIFO) until a row and a contiguous KV range (prompt + output budget) are free; then it is
 prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other
-segment in flight, and it leaves the step it ends, giving its row and range to the next one at once. When both
-prefill and decoding are pending, steps alternate, so newcomers never stall the running batch for more than one
-bounded prefill step. All segments in flight share one LoRA adapter (an adapter switch waits for the batch to
+segment in flight, and it leaves the step it ends, giving its row and range to the next one at once. A prefill
+step also decodes one token of every segment already decoding (they ride along in the same packed pass), so
+newcomers never stall the running batch. A prefill step follows at most one decoding step in small batches; in
+large ones newcomers gather for a few decoding steps first, so that one prefill step takes several. All segments in flight share one LoRA adapter (an adapter switch waits for the batch to
 drain, in arrival order). Preemption (on out-of-memory) returns segments to the head of the queue with what they
 generated, to be prefilled again and resumed.
 
@@ -24,6 +25,13 @@ from .allocator import RangeAllocator
 
 # The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
 PAD_TOKENS = 1
+
+# Clients arrive one by one, and a prefill step runs eagerly and holds the whole batch meanwhile: prefilling each
+# newcomer alone costs a large batch more than a short wait costs the newcomer. So a newcomer waits one decoding
+# step per GATHER_ROWS segments decoding (at most MAX_GATHER_STEPS), unless a full prefill step is ready or no one
+# else can join.
+GATHER_ROWS = 8
+MAX_GATHER_STEPS = 8
 
 
 class State(Enum):
@@ -72,11 +80,13 @@ class Sequence:
 
 @dataclass
 class Chunk:
-    """Part of a prefill: tokens [start, start + length) of `seq`; it samples when it reaches the sequence's end."""
+    """Part of a prefill: tokens [start, start + length) of `seq`; it samples when it reaches the sequence's end.
+    A decoding segment riding along in a prefill step is a chunk of its one last token."""
 
     seq: Sequence
     start: int
     length: int
+    decoding: bool = False
 
     @property
     def samples(self) -> bool:
@@ -86,7 +96,7 @@ class Chunk:
 @dataclass
 class Step:
     kind: str  # "prefill" or "decode"
-    chunks: list[Chunk] = field(default_factory=list)  # prefill
+    chunks: list[Chunk] = field(default_factory=list)  # prefill (the decoding segments riding along come last)
     seqs: list[Sequence] = field(default_factory=list)  # decode
 
     @property
@@ -105,6 +115,7 @@ class Scheduler:
         self._free_rows = list(range(max_in_flight - 1, -1, -1))
         self._arrivals = itertools.count()
         self._last_kind = "decode"
+        self._gathered = 0  # decoding steps taken while newcomers wait for their prefill
 
     @property
     def num_waiting(self) -> int:
@@ -141,13 +152,21 @@ class Scheduler:
         self._admit()
         pending = [s for s in self.running if s.needs_prefill]
         ready = [s for s in self.running if not s.needs_prefill]
-        if pending and (not ready or self._last_kind == "decode"):
-            self._last_kind = "prefill"
-            return Step("prefill", chunks=self._chunks(pending))
+        if pending and (not ready or (self._last_kind == "decode" and self._prefill_due(pending, ready))):
+            self._last_kind, self._gathered = "prefill", 0
+            riders = [Chunk(s, s.num_cached, 1, decoding=True) for s in ready]
+            return Step("prefill", chunks=self._chunks(pending) + riders)
         if ready:
             self._last_kind = "decode"
+            self._gathered += bool(pending)
             return Step("decode", seqs=ready)
         return None
+
+    def _prefill_due(self, pending: list[Sequence], ready: list[Sequence]) -> bool:
+        """Whether newcomers have gathered long enough: waiting longer would bring no more of them into one step."""
+        return (self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)
+                or sum(s.num_tokens - s.num_cached for s in pending) >= self.prefill_tokens
+                or len(self.running) >= self.max_in_flight or bool(self.waiting))
 
     def _admit(self) -> None:
         """Admit waiting segments in arrival order while a row and an arena range are free, and the adapter
