@@ -70,7 +70,8 @@ def table(records: list[dict], checks: list[dict], environment: dict, new_tokens
             ratio.append(f"{ours[key] / theirs[key]:.2f}x" if ours and theirs and theirs.get(key) else "–")
         lines.append(f"| {card:g} GB | " + " | ".join(ratio) + " |")
     if checks:
-        lines += ["", "The engine in-process (`bench/run.py check`), decoding tok/s by segments in flight:", "",
+        lines += ["", f"The engine in-process (`bench/run.py check`, {checks[0]['environment'].get('date')}), decoding "
+                  "tok/s by segments in flight:", "",
                   "| card | profile | KV cache tokens | most in flight | tok/s at 1 / 16 / 64 / most | peak GiB "
                   "| start-up s (graphs) |", "|---|---|---|---|---|---|---|"]
         for c in checks:
