@@ -1,26 +1,89 @@
-"""Offline language detection for `source: auto`: script rules for the scripts the statistical model does not know
-(Tibetan, Burmese, Khmer, Mongolian), py3langid (its model ships inside the wheel) restricted to the languages
-the model translates, and a character test that tells Traditional Chinese and Cantonese from Mandarin."""
+"""Offline language detection for `source: auto`, among the 38 languages the model translates, in three steps:
+1. The script of the letters (Unicode character names). Where one of the 38 languages alone writes a script, the
+   script decides (Tibetan, Burmese, Khmer, Mongolian, Thai, Korean, Hebrew, Bengali, Gujarati, Tamil, Telugu;
+   kana says Japanese). A script none of them writes (Greek, Armenian...) gives no detection.
+2. Explicit rules for the known confusions inside a script: Han (Cantonese words; Traditional against Simplified
+   characters from hanzidentifier's CC-CEDICT tables), Arabic script (Uyghur and Kazakh letters and spelling, Urdu
+   letters, Persian against Arabic letters), Cyrillic (Kazakh, Ukrainian and Mongolian letters), and Malay against
+   Indonesian (everyday words each uses and the other does not).
+3. Otherwise py3langid (its model ships inside the wheel), ranked among the languages that write that script.
+Accuracy on the committed sample: `python bench/detect_accuracy.py` (the table is in the README).
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .languages import BY_CODE, Language
+import hanzidentifier
 
-_SCRIPTS = (("bo", re.compile(r"[\u0F00-\u0FFF]")), ("my", re.compile(r"[\u1000-\u109F]")),
-            ("km", re.compile(r"[\u1780-\u17FF]")), ("mn", re.compile(r"[\u1800-\u18AF]")))
-_CANTONESE = set("嘅咗喺冇唔佢哋嚟啲乜嘢咁睇噉")
-_TRADITIONAL = set("們這個會說來時對國學開關為後與愛當實點還頭聽見歡樂電話書號車東長門問間讓從體現發經過")
-_SIMPLIFIED = set("们这个会说来时对国学开关为后与爱当实点还头听见欢乐电话书号车东长门问间让从体现发经过")
+from .languages import BY_CODE, Language
 
 
 @dataclass(frozen=True)
 class Detection:
     language: Language
     confidence: float  # 0..1
+
+
+# First words of Unicode character names -> script; the name's first two words are looked at, so that
+# "FULLWIDTH LATIN ..." and "HALFWIDTH KATAKANA ..." count as their script.
+_SCRIPT_WORDS = {
+    "LATIN": "Latin", "CYRILLIC": "Cyrillic", "ARABIC": "Arabic", "CJK": "Han", "IDEOGRAPHIC": "Han",
+    "HIRAGANA": "Kana", "KATAKANA": "Kana", "KATAKANA-HIRAGANA": "Kana", "HANGUL": "Hangul", "DEVANAGARI": "Devanagari",
+    "TIBETAN": "Tibetan", "MYANMAR": "Myanmar", "KHMER": "Khmer", "MONGOLIAN": "Mongolian", "THAI": "Thai",
+    "HEBREW": "Hebrew", "BENGALI": "Bengali", "GUJARATI": "Gujarati", "TAMIL": "Tamil", "TELUGU": "Telugu",
+}
+# Which of the 38 languages write each script (kana and Han count together: Japanese mixes them).
+_CANDIDATES = {
+    "Latin": ("en", "fr", "pt", "es", "tr", "it", "de", "vi", "ms", "id", "tl", "pl", "cs", "nl"),
+    "Cyrillic": ("ru", "uk", "kk", "mn"), "Arabic": ("ar", "fa", "ur", "ug", "kk"), "Devanagari": ("hi", "mr"),
+    "Han": ("zh", "zh-Hant", "yue", "ja"), "Tibetan": ("bo",), "Myanmar": ("my",), "Khmer": ("km",),
+    "Mongolian": ("mn",), "Thai": ("th",), "Hangul": ("ko",), "Hebrew": ("he",), "Bengali": ("bn",),
+    "Gujarati": ("gu",), "Tamil": ("ta",), "Telugu": ("te",),
+}
+
+# Written Cantonese: characters standard written Chinese does not use (its negation, copula, particles, pronouns).
+# 係 counts apart: Traditional Mandarin writes it in 關係 and 聯係.
+_CANTONESE = frozenset("嘅咗喺冇佢哋嚟啲乜嘢睇噉嗰咩畀攞諗搵瞓啱㗎喎嘥冚攰咁唔餸嬲咪揾谂")
+_MANDARIN_XI = re.compile(r"[關关聯联]係")
+
+# Arabic script. Letters of the Turkic alphabets (Uyghur, Kazakh) that Arabic, Persian and Urdu do not write;
+# NFKC has already split Kazakh's hamza letters (ٵ ٶ ٷ ٸ) into a base letter and the high hamza ٴ.
+_TURKIC = frozenset("ەۇۋڭۆۈېٴ")
+_UYGHUR = frozenset("ېۈغخ")      # é, ü, and gh/x where Kazakh writes ع and ح
+_KAZAKH = frozenset("ٴعح")       # the front-vowel mark, and ғ/х
+_URDU = frozenset("ٹڈڑںےۓہ")     # retroflex letters, nasal noon, bari ye, heh goal: no Persian or Arabic word has them
+_PERSIAN = frozenset("پچژگیک")   # Persian ye and kaf (Arabic writes ي and ك) and its four added letters
+_ARABIC = frozenset("يكةىأإؤ")
+_TURKIC_VOWELS = frozenset("اەوۇۆۈىې")  # Uyghur writes ئ before a word's first vowel, Kazakh does not
+
+# Cyrillic letters that only some of ru, uk, kk, mn use.
+_KAZAKH_CYRILLIC = frozenset("әғқңұһ")
+_UKRAINIAN = frozenset("іїєґ")
+_MONGOLIAN_CYRILLIC = frozenset("өү")
+
+# Malay and Indonesian share most words; these are the everyday ones where they part (ms kedai, id toko).
+_MALAY_WORDS = frozenset(
+    "kerana hendak mahu sahaja awak kedai bandar kerajaan selepas semasa berhampiran pejabat baharu sila seronok "
+    "percuma wang tandas basikal teksi polis telefon hospital kaunter stesen majlis hujung borang hantar dihantar "
+    "menghantar kanak-kanak universiti kualiti aktiviti bas lori esok faham kasut seluar tuala tingkap ogos mac "
+    "disember julai jun berjaya kerap pawagam jualan membeli-belah beratur tempahan bilik encik".split())
+_INDONESIAN_WORDS = frozenset(
+    "karena mau bisa toko kota pemerintah provinsi setelah kantor silakan formulir loket mobil uang sepeda taksi "
+    "telepon ponsel halte bus nggak enggak gak banget sih dong kok aja gimana ketemu kapan besok sore kulkas sepatu "
+    "celana handuk liburan libur sulit gampang agustus maret desember juli juni universitas kualitas aktivitas "
+    "fasilitas apotek rupiah bioskop antre kamar bapak".split())
+_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
+_ARABIC_WORD = re.compile(r"[\u0600-\u06FF]+")
+
+
+def _script(ch: str) -> str | None:
+    words = unicodedata.name(ch, "").split(" ", 2)[:2]
+    return next((_SCRIPT_WORDS[w] for w in words if w in _SCRIPT_WORDS), None)
 
 
 @lru_cache(maxsize=1)
@@ -32,24 +95,89 @@ def _identifier():
     return identifier
 
 
+def _statistical(text: str, candidates: tuple[str, ...]) -> tuple[str, float]:
+    """py3langid's best among `candidates`, with its probability renormalized over them."""
+    ranked = [(code, p) for code, p in _identifier().rank(text) if code in candidates]
+    total = sum(p for _, p in ranked)
+    code, p = ranked[0]
+    return code, p / total if total > 0 else 1 / len(ranked)
+
+
 def detect(text: str) -> Detection | None:
-    """The most likely supported language of `text`, or None when it has no letters to judge by."""
+    """The most likely supported language of `text`, or None when it has no letters of a script the 38 write."""
+    text = unicodedata.normalize("NFKC", text)
     letters = [ch for ch in text if ch.isalpha()]
-    if not letters:
+    scripts = Counter(s for s in map(_script, letters) if s)
+    kana = scripts.pop("Kana", 0)
+    if kana:
+        scripts["Han"] += kana
+    if not scripts:
         return None
-    for code, pattern in _SCRIPTS:
-        share = len(pattern.findall(text)) / len(letters)
-        if share > 0.3:
-            return Detection(BY_CODE[code], round(min(1.0, share), 3))
-    code, probability = _identifier().classify(text)
-    if code in ("zh", "yue"):
-        # The statistical model confuses written Cantonese with Traditional Chinese; their characters do not.
-        code = _chinese_variant(text)
-    return Detection(BY_CODE[code], round(float(probability), 3))
+    script, count = scripts.most_common(1)[0]
+    share = count / len(letters)
+    candidates = _CANDIDATES[script]
+    if len(candidates) == 1:
+        code, certainty = candidates[0], 1.0
+    elif script == "Han":
+        code, certainty = ("ja", 1.0) if kana >= 0.1 * count else _chinese(text, count)
+    elif script == "Arabic":
+        code, certainty = _arabic(text, count)
+    elif script == "Cyrillic":
+        code, certainty = _cyrillic(text, count)
+    else:
+        code, certainty = _statistical(text, candidates)
+        if code in ("ms", "id"):
+            code, certainty = _malay_or_indonesian(text, code, certainty)
+    return Detection(BY_CODE[code], round(min(1.0, share * certainty), 3))
 
 
-def _chinese_variant(text: str) -> str:
-    chars = set(text)
-    if chars & _CANTONESE:
-        return "yue"
-    return "zh-Hant" if len(chars & _TRADITIONAL) > len(chars & _SIMPLIFIED) else "zh"
+def _evidence(votes: dict[str, int], fallback: tuple[str, float]) -> tuple[str, float]:
+    """The language with the most votes and its share of them; `fallback` when no language got any."""
+    total = sum(votes.values())
+    if not total:
+        return fallback
+    code = max(votes, key=votes.get)
+    return code, votes[code] / total
+
+
+def _chinese(text: str, num_han: int) -> tuple[str, float]:
+    """yue where Cantonese words are at least 2% of the characters; else the script, character by character."""
+    markers = sum(ch in _CANTONESE for ch in text) + text.count("係") - len(_MANDARIN_XI.findall(text))
+    if markers and markers >= 0.02 * num_han:
+        return "yue", 1.0
+    kinds = Counter(hanzidentifier.identify(ch) for ch in text if hanzidentifier.has_chinese(ch))
+    # Characters both systems write say nothing; a text made only of them reads as Simplified, at even odds.
+    return _evidence({"zh-Hant": kinds[hanzidentifier.TRADITIONAL], "zh": kinds[hanzidentifier.SIMPLIFIED]},
+                     ("zh", 0.5))
+
+
+def _arabic(text: str, num_arabic: int) -> tuple[str, float]:
+    letters = Counter(text)
+    if sum(letters[ch] for ch in _TURKIC) >= max(1, 0.02 * num_arabic):
+        # Uyghur or Kazakh: their own letters, and how a word that starts with a vowel is spelled.
+        initials = Counter(word[0] for word in _ARABIC_WORD.findall(text))
+        votes = {"ug": sum(letters[ch] for ch in _UYGHUR) + initials["ئ"],
+                 "kk": sum(letters[ch] for ch in _KAZAKH) + sum(initials[ch] for ch in _TURKIC_VOWELS)}
+        return _evidence(votes, ("ug", 0.5))
+    if any(letters[ch] for ch in _URDU):
+        return "ur", 1.0
+    votes = {"fa": sum(letters[ch] for ch in _PERSIAN), "ar": sum(letters[ch] for ch in _ARABIC)}
+    return _evidence(votes, _statistical(text, ("ar", "fa", "ur")))
+
+
+def _cyrillic(text: str, num_cyrillic: int) -> tuple[str, float]:
+    lower = Counter(text.lower())
+    least = max(1, 0.01 * num_cyrillic)
+    if sum(lower[ch] for ch in _KAZAKH_CYRILLIC) >= least:
+        return "kk", 1.0
+    if sum(lower[ch] for ch in _UKRAINIAN) >= least and not any(lower[ch] for ch in "ыэёъ"):
+        return "uk", 1.0
+    if sum(lower[ch] for ch in _MONGOLIAN_CYRILLIC) >= least:
+        return "mn", 1.0
+    return _statistical(text, ("ru", "uk", "kk", "mn"))
+
+
+def _malay_or_indonesian(text: str, code: str, certainty: float) -> tuple[str, float]:
+    words = _WORD.findall(text.lower())
+    votes = {"ms": sum(w in _MALAY_WORDS for w in words), "id": sum(w in _INDONESIAN_WORDS for w in words)}
+    return _evidence(votes, (code, certainty))
