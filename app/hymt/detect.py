@@ -37,6 +37,9 @@ _SCRIPT_WORDS = {
     "TIBETAN": "Tibetan", "MYANMAR": "Myanmar", "KHMER": "Khmer", "MONGOLIAN": "Mongolian", "THAI": "Thai",
     "HEBREW": "Hebrew", "BENGALI": "Bengali", "GUJARATI": "Gujarati", "TAMIL": "Tamil", "TELUGU": "Telugu",
 }
+# A Han, kana or Hangul character is a syllable or a word: it weighs as much as a few alphabetic letters, so that
+# "我用iPhone发了消息" reads as Chinese.
+_SYLLABLE_WEIGHT = {"Han": 3, "Hangul": 3}
 # Which of the 38 languages write each script (kana and Han count together: Japanese mixes them).
 _CANDIDATES = {
     "Latin": ("en", "fr", "pt", "es", "tr", "it", "de", "vi", "ms", "id", "tl", "pl", "cs", "nl"),
@@ -47,9 +50,9 @@ _CANDIDATES = {
 }
 
 # Written Cantonese: characters standard written Chinese does not use (its negation, copula, particles, pronouns).
-# 係 counts apart: Traditional Mandarin writes it in 關係 and 聯係.
-_CANTONESE = frozenset("嘅咗喺冇佢哋嚟啲乜嘢睇噉嗰咩畀攞諗搵瞓啱㗎喎嘥冚攰咁唔餸嬲咪揾谂")
-_MANDARIN_XI = re.compile(r"[關关聯联]係")
+# 係 counts apart from 關係 and 聯係 (Traditional Mandarin), 唔 only before a word (Mandarin writes it as "hmm,").
+_CANTONESE = frozenset("嘅咗喺冇佢哋嚟啲乜嘢睇噉嗰咩畀攞諗搵瞓啱㗎喎嘥冚攰咁餸嬲咪揾谂")
+_CANTONESE_IN_CONTEXT = re.compile(r"(?<![關关聯联])係|唔(?=\w)")
 
 # Arabic script. Letters of the Turkic alphabets (Uyghur, Kazakh) that Arabic, Persian and Urdu do not write;
 # NFKC has already split Kazakh's hamza letters (ٵ ٶ ٷ ٸ) into a base letter and the high hamza ٴ.
@@ -71,12 +74,13 @@ _MALAY_WORDS = frozenset(
     "kerana hendak mahu sahaja awak kedai bandar kerajaan selepas semasa berhampiran pejabat baharu sila seronok "
     "percuma wang tandas basikal teksi polis telefon hospital kaunter stesen majlis hujung borang hantar dihantar "
     "menghantar kanak-kanak universiti kualiti aktiviti bas lori esok faham kasut seluar tuala tingkap ogos mac "
-    "disember julai jun berjaya kerap pawagam jualan membeli-belah beratur tempahan bilik encik".split())
+    "disember julai jun berjaya kerap pawagam jualan membeli-belah beratur tempahan bilik encik mula berjimat "
+    "mesyuarat jadual muzium bapa".split())
 _INDONESIAN_WORDS = frozenset(
     "karena mau bisa toko kota pemerintah provinsi setelah kantor silakan formulir loket mobil uang sepeda taksi "
     "telepon ponsel halte bus nggak enggak gak banget sih dong kok aja gimana ketemu kapan besok sore kulkas sepatu "
     "celana handuk liburan libur sulit gampang agustus maret desember juli juni universitas kualitas aktivitas "
-    "fasilitas apotek rupiah bioskop antre kamar bapak".split())
+    "fasilitas apotek rupiah bioskop antre kamar bapak mulai berhemat jadwal museum diperbarui".split())
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _ARABIC_WORD = re.compile(r"[\u0600-\u06FF]+")
 
@@ -106,15 +110,16 @@ def _statistical(text: str, candidates: tuple[str, ...]) -> tuple[str, float]:
 def detect(text: str) -> Detection | None:
     """The most likely supported language of `text`, or None when it has no letters of a script the 38 write."""
     text = unicodedata.normalize("NFKC", text)
-    letters = [ch for ch in text if ch.isalpha()]
-    scripts = Counter(s for s in map(_script, letters) if s)
+    scripts = Counter(_script(ch) for ch in text if ch.isalpha())  # None: a script none of the 38 write
     kana = scripts.pop("Kana", 0)
     if kana:
         scripts["Han"] += kana
-    if not scripts:
+    weights = {script: n * _SYLLABLE_WEIGHT.get(script, 1) for script, n in scripts.items()}
+    script = max(weights, key=weights.__getitem__, default=None)
+    if script is None:
         return None
-    script, count = scripts.most_common(1)[0]
-    share = count / len(letters)
+    count = scripts[script]
+    share = weights[script] / sum(weights.values())
     candidates = _CANDIDATES[script]
     if len(candidates) == 1:
         code, certainty = candidates[0], 1.0
@@ -142,7 +147,7 @@ def _evidence(votes: dict[str, int], fallback: tuple[str, float]) -> tuple[str, 
 
 def _chinese(text: str, num_han: int) -> tuple[str, float]:
     """yue where Cantonese words are at least 2% of the characters; else the script, character by character."""
-    markers = sum(ch in _CANTONESE for ch in text) + text.count("係") - len(_MANDARIN_XI.findall(text))
+    markers = sum(ch in _CANTONESE for ch in text) + len(_CANTONESE_IN_CONTEXT.findall(text))
     if markers and markers >= 0.02 * num_han:
         return "yue", 1.0
     kinds = Counter(hanzidentifier.identify(ch) for ch in text if hanzidentifier.has_chinese(ch))
