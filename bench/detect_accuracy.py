@@ -1,11 +1,13 @@
-"""Accuracy of the offline language detector (`source: auto`) on the committed multilingual sample.
+"""Accuracy of the offline language detector (`source: auto`) on the committed multilingual samples.
 
-    python bench/detect_accuracy.py                      # per-language table, overall accuracy, the confusions
-    python bench/detect_accuracy.py --json               # the same as one JSON object (tests/test_detect.py reads it)
-    python bench/detect_accuracy.py --sample FILE.tsv    # another sample in the same format
+    python bench/detect_accuracy.py                   # the README's tables: per language, per file, shorter inputs
+    python bench/detect_accuracy.py --json            # the report as one JSON object (tests/test_detect.py reads it)
+    python bench/detect_accuracy.py --sample F.tsv    # other samples in the same format (repeat the option)
+    python bench/detect_accuracy.py --max-chars 20    # every sentence cut to its first 20 characters
 
-The sample (tests/data/detect-sample.tsv) has one sentence a line: language code, ISO 15924 script, text. A
-language written in two scripts (Kazakh, Mongolian) gets a row per script. No GPU and no model: runs anywhere.
+The samples (tests/data/detect-sample.tsv, the one the rules were developed on, and detect-holdout.tsv, written
+after they were frozen) have one sentence a line: language code, ISO 15924 script, text. A language written in two
+scripts (Kazakh, Mongolian) gets a row per script. No GPU and no model: runs anywhere in about a second.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from pathlib import Path
 from hymt.detect import detect
 from hymt.languages import BY_CODE, LANGUAGES
 
-SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "detect-sample.tsv"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+SAMPLES = (DATA / "detect-sample.tsv", DATA / "detect-holdout.tsv")
+SHORTER = (30, 20, 10)  # prefixes, in characters, that show how accuracy falls with the length of the input
 
 
 def read_sample(path: Path) -> list[tuple[str, str, str]]:
@@ -69,6 +73,11 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} (`{row['language']}`) | {row['script']} | {row['sentences']} | {row['correct']} | "
                      f"{row['correct'] / row['sentences']:.0%} |")
     lines.append(f"| **all** | | {report['sentences']} | {report['correct']} | {report['accuracy']:.1%} |")
+    lines += ["", "| sample | sentences | whole sentences | " + " | ".join(f"first {n} characters" for n in SHORTER) + " |",
+              "|---|---|---|" + "---|" * len(SHORTER)]
+    for name, by_length in report["files"].items():
+        cells = " | ".join(f"{by_length[str(n)]:.1%}" for n in ("all", *SHORTER))
+        lines.append(f"| {name} | {by_length['sentences']} | {cells} |")
     if report["missing"]:
         lines.append(f"\nNot in the sample: {', '.join(report['missing'])}")
     lines.append("\nConfusions (expected → detected):" if report["confusions"] else "\nConfusions: none.")
@@ -77,16 +86,28 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _cut(rows: list[tuple[str, str, str]], max_chars: int | None) -> list[tuple[str, str, str]]:
+    return [(code, script, text[:max_chars]) for code, script, text in rows] if max_chars else rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", type=Path, default=SAMPLE)
+    parser.add_argument("--sample", type=Path, action="append", help="a sample file (default: the two committed)")
+    parser.add_argument("--max-chars", type=int, help="cut every sentence to its first N characters")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    try:
-        rows = read_sample(args.sample)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SystemExit(f"cannot read {args.sample}: {exc}") from None
-    report = evaluate(rows)
+    if args.max_chars is not None and args.max_chars < 1:
+        parser.error("--max-chars must be at least 1")
+    files = {}
+    for path in args.sample or SAMPLES:
+        try:
+            files[path.name] = _cut(read_sample(path), args.max_chars)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SystemExit(f"cannot read {path}: {exc}") from None
+    report = evaluate([row for rows in files.values() for row in rows])
+    report["files"] = {name: {"sentences": len(rows), "all": evaluate(rows)["accuracy"],
+                              **{str(n): evaluate(_cut(rows, n))["accuracy"] for n in SHORTER}}
+                       for name, rows in files.items()}
     print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else markdown(report))
     return 0
 

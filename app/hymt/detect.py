@@ -4,8 +4,8 @@
    kana says Japanese). A script none of them writes (Greek, Armenian...) gives no detection.
 2. Explicit rules for the known confusions inside a script: Han (Cantonese words; Traditional against Simplified
    characters from hanzidentifier's CC-CEDICT tables), Arabic script (Uyghur and Kazakh letters and spelling, Urdu
-   letters, Persian against Arabic letters), Cyrillic (Kazakh, Ukrainian and Mongolian letters), and Malay against
-   Indonesian (everyday words each uses and the other does not).
+   letters, Persian against Arabic letters), Cyrillic (Kazakh, Ukrainian and Mongolian letters), and the function
+   or everyday words that part Hindi from Marathi and Malay from Indonesian.
 3. Otherwise py3langid (its model ships inside the wheel), ranked among the languages that write that script.
 Accuracy on the committed sample: `python bench/detect_accuracy.py` (the table is in the README).
 """
@@ -50,19 +50,22 @@ _CANDIDATES = {
 }
 
 # Written Cantonese: characters standard written Chinese does not use (its negation, copula, particles, pronouns).
-# 係 counts apart from 關係 and 聯係 (Traditional Mandarin), 唔 only before a word (Mandarin writes it as "hmm,").
+# 係 counts apart from 關係 and 聯係 (Traditional Mandarin), 唔 only before a word (Mandarin writes it as "hmm,");
+# then Cantonese words made of characters Mandarin also writes (呢個 "this", 點解 "why", 食飯 "eat").
 _CANTONESE = frozenset("嘅咗喺冇佢哋嚟啲乜嘢睇噉嗰咩畀攞諗搵瞓啱㗎喎嘥冚攰咁餸嬲咪揾谂")
-_CANTONESE_IN_CONTEXT = re.compile(r"(?<![關关聯联])係|唔(?=\w)")
+_CANTONESE_IN_CONTEXT = re.compile(r"(?<![關关聯联])係|唔(?=\w)|呢[個个度排]|而家|[點点][解樣样]|[邊边][度個个]|成日|[琴尋寻聽听]日"
+                                   r"|[鍾钟]意|食[飯饭]|[返放]工")
 
 # Arabic script. Letters of the Turkic alphabets (Uyghur, Kazakh) that Arabic, Persian and Urdu do not write;
 # NFKC has already split Kazakh's hamza letters (ٵ ٶ ٷ ٸ) into a base letter and the high hamza ٴ.
 _TURKIC = frozenset("ەۇۋڭۆۈېٴ")
 _UYGHUR = frozenset("ېۈغخ")      # é, ü, and gh/x where Kazakh writes ع and ح
 _KAZAKH = frozenset("ٴعح")       # the front-vowel mark, and ғ/х
-_URDU = frozenset("ٹڈڑںےۓہ")     # retroflex letters, nasal noon, bari ye, heh goal: no Persian or Arabic word has them
-_PERSIAN = frozenset("پچژگیک")   # Persian ye and kaf (Arabic writes ي and ك) and its four added letters
-_ARABIC = frozenset("يكةىأإؤ")
+_URDU = frozenset("ٹڈڑںےۓہھ")    # retroflex letters, nasal noon, bari ye, heh goal, do-chashmi heh: not Persian or Arabic
+_PERSIAN = frozenset("پچژگیک")   # its four added letters, and its own ye and kaf (Arabic writes ي and ك)
+_ARABIC = frozenset("ةأإؤ")       # ta marbuta and the hamza seats; not ي ك ى, which old Persian text writes too
 _TURKIC_VOWELS = frozenset("اەوۇۆۈىې")  # Uyghur writes ئ before a word's first vowel, Kazakh does not
+_MEDIAL_ALEF_MAKSURA = re.compile(r"ى\w")  # Arabic writes ى only at a word's end, Uyghur and Kazakh anywhere (ı, i)
 
 # Cyrillic letters that only some of ru, uk, kk, mn use.
 _KAZAKH_CYRILLIC = frozenset("әғқңұһ")
@@ -81,6 +84,10 @@ _INDONESIAN_WORDS = frozenset(
     "telepon ponsel halte bus nggak enggak gak banget sih dong kok aja gimana ketemu kapan besok sore kulkas sepatu "
     "celana handuk liburan libur sulit gampang agustus maret desember juli juni universitas kualitas aktivitas "
     "fasilitas apotek rupiah bioskop antre kamar bapak mulai berhemat jadwal museum diperbarui".split())
+# Hindi and Marathi share the Devanagari script and much vocabulary; their function words part.
+_HINDI_WORDS = frozenset("है हैं था थी थे और नहीं में को से ने यह वह कि भी हम मैं क्या आप तुम".split())
+_MARATHI_WORDS = frozenset("आहे आहेत होते होता होती आणि नाही मी मला तुम्ही आम्ही आपण त्या काय खूप".split())
+_DEVANAGARI_WORD = re.compile(r"[\u0900-\u0963\u0966-\u097F]+")
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _ARABIC_WORD = re.compile(r"[\u0600-\u06FF]+")
 
@@ -129,6 +136,8 @@ def detect(text: str) -> Detection | None:
         code, certainty = _arabic(text, count)
     elif script == "Cyrillic":
         code, certainty = _cyrillic(text, count)
+    elif script == "Devanagari":
+        code, certainty = _hindi_or_marathi(text)
     else:
         code, certainty = _statistical(text, candidates)
         if code in ("ms", "id"):
@@ -158,7 +167,9 @@ def _chinese(text: str, num_han: int) -> tuple[str, float]:
 
 def _arabic(text: str, num_arabic: int) -> tuple[str, float]:
     letters = Counter(text)
-    if sum(letters[ch] for ch in _TURKIC) >= max(1, 0.02 * num_arabic):
+    turkic = sum(letters[ch] for ch in _TURKIC)
+    # ى inside a word adds to the evidence but never decides alone: old Persian text writes its ye as ى too.
+    if turkic and turkic + len(_MEDIAL_ALEF_MAKSURA.findall(text)) >= 0.02 * num_arabic:
         # Uyghur or Kazakh: their own letters, and how a word that starts with a vowel is spelled.
         initials = Counter(word[0] for word in _ARABIC_WORD.findall(text))
         votes = {"ug": sum(letters[ch] for ch in _UYGHUR) + initials["ئ"],
@@ -166,8 +177,11 @@ def _arabic(text: str, num_arabic: int) -> tuple[str, float]:
         return _evidence(votes, ("ug", 0.5))
     if any(letters[ch] for ch in _URDU):
         return "ur", 1.0
-    votes = {"fa": sum(letters[ch] for ch in _PERSIAN), "ar": sum(letters[ch] for ch in _ARABIC)}
-    return _evidence(votes, _statistical(text, ("ar", "fa", "ur")))
+    persian, arabic = (sum(letters[ch] for ch in group) for group in (_PERSIAN, _ARABIC))
+    if arabic > persian:
+        return "ar", arabic / (arabic + persian)
+    # Urdu writes the Persian letters too: without a letter of its own, the statistical model tells them apart.
+    return _statistical(text, ("fa", "ur") if persian else ("ar", "fa", "ur"))
 
 
 def _cyrillic(text: str, num_cyrillic: int) -> tuple[str, float]:
@@ -175,11 +189,21 @@ def _cyrillic(text: str, num_cyrillic: int) -> tuple[str, float]:
     least = max(1, 0.01 * num_cyrillic)
     if sum(lower[ch] for ch in _KAZAKH_CYRILLIC) >= least:
         return "kk", 1.0
-    if sum(lower[ch] for ch in _UKRAINIAN) >= least and not any(lower[ch] for ch in "ыэёъ"):
+    if lower["і"] and any(lower[ch] for ch in "ыэёъөү"):
+        return "kk", 1.0  # і is Kazakh's and Ukrainian's, and Ukrainian has none of these
+    if sum(lower[ch] for ch in _UKRAINIAN) >= least:
         return "uk", 1.0
     if sum(lower[ch] for ch in _MONGOLIAN_CYRILLIC) >= least:
-        return "mn", 1.0
+        return _statistical(text, ("kk", "mn"))  # a Kazakh text short enough to show none of its own letters
     return _statistical(text, ("ru", "uk", "kk", "mn"))
+
+
+def _hindi_or_marathi(text: str) -> tuple[str, float]:
+    words = _DEVANAGARI_WORD.findall(text)
+    votes = {"hi": sum(w in _HINDI_WORDS for w in words),
+             # ळ is a Marathi letter; -च्या its genitive ending
+             "mr": sum(w in _MARATHI_WORDS or w.endswith("च्या") for w in words) + text.count("ळ")}
+    return _evidence(votes, _statistical(text, ("hi", "mr")))
 
 
 def _malay_or_indonesian(text: str, code: str, certainty: float) -> tuple[str, float]:
