@@ -73,8 +73,8 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} (`{row['language']}`) | {row['script']} | {row['sentences']} | {row['correct']} | "
                      f"{row['correct'] / row['sentences']:.0%} |")
     lines.append(f"| **all** | | {report['sentences']} | {report['correct']} | {report['accuracy']:.1%} |")
-    lines += ["", "| sample | sentences | whole sentences | " + " | ".join(f"first {n} characters" for n in SHORTER) + " |",
-              "|---|---|---|" + "---|" * len(SHORTER)]
+    prefixes = " | ".join(f"first {n} characters" for n in SHORTER)
+    lines += ["", f"| sample | sentences | whole sentences | {prefixes} |", "|---|---|---|" + "---|" * len(SHORTER)]
     for name, by_length in report["files"].items():
         cells = " | ".join(f"{by_length[str(n)]:.1%}" for n in ("all", *SHORTER))
         lines.append(f"| {name} | {by_length['sentences']} | {cells} |")

@@ -61,7 +61,8 @@ _CANTONESE_IN_CONTEXT = re.compile(r"(?<![關关聯联])係|唔(?=\w)|呢[個个
 _TURKIC = frozenset("ەۇۋڭۆۈېٴ")
 _UYGHUR = frozenset("ېۈغخ")      # é, ü, and gh/x where Kazakh writes ع and ح
 _KAZAKH = frozenset("ٴعح")       # the front-vowel mark, and ғ/х
-_URDU = frozenset("ٹڈڑںےۓہھ")    # retroflex letters, nasal noon, bari ye, heh goal, do-chashmi heh: not Persian or Arabic
+# Urdu's retroflex letters, nasal noon, bari ye, heh goal and do-chashmi heh: no Persian or Arabic word has them.
+_URDU = frozenset("ٹڈڑںےۓہھ")
 _PERSIAN = frozenset("پچژگیک")   # its four added letters, and its own ye and kaf (Arabic writes ي and ك)
 _ARABIC = frozenset("ةأإؤ")       # ta marbuta and the hamza seats; not ي ك ى, which old Persian text writes too
 _TURKIC_VOWELS = frozenset("اەوۇۆۈىې")  # Uyghur writes ئ before a word's first vowel, Kazakh does not
