@@ -85,6 +85,8 @@ def finish(prepared: Prepared, translations: list[str]) -> Result:
     fallbacks = 0
     for sent, translation in zip(prepared.sent, translations):
         translation = _TARGET_WRAPPER.sub("", translation)
+        if not translation.strip():
+            continue  # the model gave nothing: the source words stay, so no cue, cell or paragraph goes empty
         text = sent.lead + translation.strip() + sent.trail
         original = segments[sent.index]
         if sent.table is None and not inline.has_markup(original):
