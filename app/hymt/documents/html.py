@@ -104,18 +104,22 @@ def read(data: bytes, target: str) -> Extraction:
     if b"<html" not in data[:4096].lower():
         return read_fragment(data.decode("utf-8-sig", errors="replace"), target, as_bytes=True)
     tree = lxml.html.parse(io.BytesIO(data))
-    root = tree.getroot()
-    root.set("lang", target)
+    tree.getroot().set("lang", target)
+    return _page(tree.getroot()).extraction(
+        lambda: etree.tostring(tree, method="html", encoding="utf-8", doctype=tree.docinfo.doctype or None))
+
+
+def _page(root) -> _Collector:
+    """A whole page: its attributes, the head's title, and the blocks of the rest."""
     collector = _Collector()
     collector.attributes(root)
     for part in root:
         if localname(part) == "head":
-            for title in part.iter("title"):
+            for title in part.iter("{*}title", "title"):
                 collector.block(title)
         else:
             collector.block(part)
-    return collector.extraction(
-        lambda: etree.tostring(tree, method="html", encoding="utf-8", doctype=tree.docinfo.doctype or None))
+    return collector
 
 
 def read_fragment(text: str, target: str, as_bytes: bool = False) -> Extraction:
@@ -139,12 +143,4 @@ def read_xhtml(data: bytes, target: str) -> Extraction:
     root.set(XML_LANG, target)
     if root.get("lang") is not None:
         root.set("lang", target)
-    collector = _Collector()
-    collector.attributes(root)
-    for part in root:
-        if localname(part) == "head":
-            for title in part.iter("{*}title"):
-                collector.block(title)
-        else:
-            collector.block(part)
-    return collector.extraction(lambda: etree.tostring(tree, xml_declaration=True, encoding="utf-8"))
+    return _page(root).extraction(lambda: etree.tostring(tree, xml_declaration=True, encoding="utf-8"))

@@ -59,6 +59,18 @@ function parseEvents(buffer, onEvent) {
   return buffer;
 }
 
+async function readEvents(response, onEvent) {
+  // Feeds each Server-Sent Event of a streaming response to onEvent as it arrives.
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), onEvent);
+  }
+}
+
 async function translate() {
   const text = $("input").value;
   if (state.busy || !text.trim()) return;
@@ -77,27 +89,20 @@ async function translate() {
       body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true }),
     });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), (kind, body) => {
-        if (kind === "start") {
-          progress.max = Math.max(1, body.segments);
-          if (body.detectedLanguage) showDetected(body.detectedLanguage);
-        } else if (kind === "progress" || kind === "token") {
-          progress.value = body.done;
-          $("output").textContent = body.partial;
-        } else if (kind === "done") {
-          progress.value = progress.max;
-          $("output").textContent = body.translatedText;
-        } else if (kind === "error") {
-          showError(0, body);
-        }
-      });
-    }
+    await readEvents(response, (kind, body) => {
+      if (kind === "start") {
+        progress.max = Math.max(1, body.segments);
+        if (body.detectedLanguage) showDetected(body.detectedLanguage);
+      } else if (kind === "progress" || kind === "token") {
+        progress.value = body.done;
+        $("output").textContent = body.partial;
+      } else if (kind === "done") {
+        progress.value = progress.max;
+        $("output").textContent = body.translatedText;
+      } else if (kind === "error") {
+        showError(0, body);
+      }
+    });
   } catch (err) {
     if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
   } finally {
@@ -136,25 +141,19 @@ async function loadFile(file) {
   try {
     const response = await fetch("/api/translate_file", { method: "POST", body: form, signal: state.controller.signal });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "", finished = null;
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), (kind, body) => {
-        if (kind === "start") {
-          progress.max = Math.max(1, body.segments);
-        } else if (kind === "progress") {
-          progress.value = body.done;
-          $("output").textContent = `Translating ${file.name}: ${body.done} / ${body.total} segments`;
-        } else if (kind === "done") {
-          finished = body;
-        } else if (kind === "error") {
-          showError(0, body);
-        }
-      });
-    }
+    let finished = null;
+    await readEvents(response, (kind, body) => {
+      if (kind === "start") {
+        progress.max = Math.max(1, body.segments);
+      } else if (kind === "progress") {
+        progress.value = body.done;
+        $("output").textContent = `Translating ${file.name}: ${body.done} / ${body.total} segments`;
+      } else if (kind === "done") {
+        finished = body;
+      } else if (kind === "error") {
+        showError(0, body);
+      }
+    });
     if (finished) await showFileResult(finished, ext);
   } catch (err) {
     if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
