@@ -58,6 +58,11 @@ def test_markdown_keeps_code_links_and_structure():
                    "```python\nprint('hi')\n```\n\n- ITEM *A*\n\n| A | B |\n|---|---|\n| ONE | `two` |\n")
 
 
+def test_markdown_front_matter_untouched():
+    out = run(".md", b"---\ntitle: My post\ntags: [a, b]\n---\n\nHello *there*.\n").data.decode()
+    assert out == "---\ntitle: My post\ntags: [a, b]\n---\n\nHELLO *THERE*.\n"
+
+
 HTML = b"""<!DOCTYPE html>
 <html lang="en"><head><title>My page</title><script>var a = "keep me";</script></head>
 <body><h1 class="t">Welcome</h1>
@@ -281,3 +286,37 @@ def test_epub_chapters_translated_and_structure_kept():
 def test_every_format_has_a_reader():
     assert set(FORMATS) >= {".txt", ".md", ".html", ".srt", ".vtt", ".docx", ".pptx", ".xlsx", ".po", ".pot",
                             ".xliff", ".epub"}
+
+
+def _with_footnote(data: bytes) -> bytes:
+    """A .docx with a footnotes part added as Word writes it (python-docx has no API to make one)."""
+    import zipfile
+
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    footnotes = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
+                 '<w:footnote w:id="1"><w:p><w:r><w:t>A note at the bottom.</w:t></w:r></w:p></w:footnote>'
+                 '</w:footnotes>')
+    src, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for item in src.infolist():
+            content = src.read(item)
+            if item.filename == "[Content_Types].xml":
+                content = content.replace(b"</Types>", b'<Override PartName="/word/footnotes.xml" ContentType='
+                                          b'"application/vnd.openxmlformats-officedocument.wordprocessingml.'
+                                          b'footnotes+xml"/></Types>')
+            elif item.filename == "word/_rels/document.xml.rels":
+                content = content.replace(b"</Relationships>", b'<Relationship Id="rIdFn" Type="http://schemas.'
+                                          b'openxmlformats.org/officeDocument/2006/relationships/footnotes" '
+                                          b'Target="footnotes.xml"/></Relationships>')
+            dst.writestr(item, content)
+        dst.writestr("word/footnotes.xml", footnotes)
+    return out.getvalue()
+
+
+def test_docx_footnotes_translated():
+    import zipfile
+
+    out = run(".docx", _with_footnote(_docx()))
+    notes = zipfile.ZipFile(io.BytesIO(out.data)).read("word/footnotes.xml").decode()
+    assert "A NOTE AT THE BOTTOM." in notes
+    assert docx.Document(io.BytesIO(out.data)).paragraphs[0].text == "PRESS SAVE TO KEEP YOUR CHANGES."

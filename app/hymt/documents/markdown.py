@@ -68,13 +68,24 @@ def render(items: list[Item]) -> str:
     return "".join(out)
 
 
+def _after_front_matter(lines: list[str]) -> int:
+    """The first line after a YAML front matter block (--- ... --- at the very top), or 0 without one."""
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    for i, line in enumerate(lines[1:], start=1):
+        if line.rstrip() in ("---", "..."):
+            return i + 1
+    return 0
+
+
 def read(data: bytes, target: str) -> Extraction:
     source = decode_utf8(data, ".md")
     lines = source.splitlines(keepends=True)
     cursor: dict[int, int] = {}  # per line, where the next search starts (table cells share a line)
     located: list[tuple[list[Item], list[tuple[int, int, int]]]] = []
+    body_from = _after_front_matter(lines)
     for tok in _parser().parse(source):
-        if tok.type != "inline" or tok.map is None or not tok.content.strip():
+        if tok.type != "inline" or tok.map is None or not tok.content.strip() or tok.map[0] < body_from:
             continue
         spans = []
         for i, part in enumerate(tok.content.split("\n")):

@@ -1,6 +1,6 @@
 """Word (.docx, python-docx) and PowerPoint (.pptx, python-pptx): every paragraph a segment with its runs as markers
-(see ooxml.py). Word: the body with its tables and text boxes, headers, footers, footnotes and endnotes.
-PowerPoint: every shape and table of every slide, and the speaker notes."""
+(see ooxml.py). Word: the body with its tables and text boxes, headers, footers, footnotes, endnotes and
+comments. PowerPoint: every shape and table of every slide, and the speaker notes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from lxml import etree
 from .base import Extraction, Outcome
 from .ooxml import DRAWING, WORD, Paragraph, paragraphs
 
-_WORD_PARTS = ("/word/header", "/word/footer", "/word/footnotes", "/word/endnotes")
+_WORD_PARTS = ("/word/header", "/word/footer", "/word/footnotes", "/word/endnotes", "/word/comments")
 
 
 def _extraction(paras: list[Paragraph], save) -> Extraction:
