@@ -97,6 +97,14 @@ def test_html_dropped_markers_fall_back_without_losing_voids():
     assert out.markup_fallbacks == 2  # the paragraph and the one with <em>
 
 
+def test_html_encodings_and_no_invented_doctype():
+    out = run(".html", "<html><body><p>Grüße aus Köln</p></body></html>".encode()).data
+    assert out == "<html lang=\"de\"><body><p>GRÜSSE AUS KÖLN</p></body></html>".encode()
+    latin = '<html><head><meta charset="windows-1252"></head><body><p>Grüße</p></body></html>'.encode("cp1252")
+    assert "<p>GRÜSSE</p>".encode("cp1252") in run(".html", latin).data
+    assert run(".html", b"  ").data == b"  "
+
+
 def _docx() -> bytes:
     d = docx.Document()
     d.sections[0].header.paragraphs[0].text = "Header words"

@@ -103,10 +103,17 @@ def read(data: bytes, target: str) -> Extraction:
     """A whole HTML page (or a fragment, written back as a fragment)."""
     if b"<html" not in data[:4096].lower():
         return read_fragment(data.decode("utf-8-sig", errors="replace"), target, as_bytes=True)
-    tree = lxml.html.parse(io.BytesIO(data))
+    try:  # libxml2 takes a page without a charset declaration for Latin-1; text that reads as UTF-8 is UTF-8
+        data.decode("utf-8")
+        parser = lxml.html.HTMLParser(encoding="utf-8")
+    except UnicodeDecodeError:
+        parser = None  # the page's own declaration, kept when written back
+    tree = lxml.html.parse(io.BytesIO(data), parser)
     tree.getroot().set("lang", target)
-    return _page(tree.getroot()).extraction(
-        lambda: etree.tostring(tree, method="html", encoding="utf-8", doctype=tree.docinfo.doctype or None))
+    encoding = tree.docinfo.encoding or "utf-8"
+    # The parser invents a doctype for a page without one: only a page that had one is written with it.
+    whole = tree if b"<!doctype" in data[:4096].lower() else tree.getroot()
+    return _page(tree.getroot()).extraction(lambda: etree.tostring(whole, method="html", encoding=encoding))
 
 
 def _page(root) -> _Collector:
@@ -124,6 +131,8 @@ def _page(root) -> _Collector:
 
 def read_fragment(text: str, target: str, as_bytes: bool = False) -> Extraction:
     """An HTML fragment (the /translate API's format: html); written back as a fragment, nothing added."""
+    if not text.strip():
+        return Extraction([], lambda outcomes: text.encode("utf-8") if as_bytes else text)
     wrapper = lxml.html.fragment_fromstring(text, create_parent="div")
     collector = _Collector()
     collector.attributes(wrapper)
