@@ -22,8 +22,9 @@ from test_documents import HTML, PO, XLIFF12, _docx, _docx_shape
 @pytest.fixture(scope="module")
 def server(test_model, tmp_path_factory):
     files = tmp_path_factory.mktemp("files")
+    # A short queue: a document longer than it is translated in parts, not refused.
     srv = Server(test_model, tmp_path_factory.mktemp("logs") / "files.log", HYMT_MAX_FILE_BYTES="200000",
-                 HYMT_FILES_DIR=str(files))
+                 HYMT_FILES_DIR=str(files), HYMT_MAX_QUEUE_SEGMENTS="8")
     srv.files = files
     srv.wait_healthy()
     yield srv
@@ -86,6 +87,12 @@ def test_html_po_xliff_srt_xlsx_pptx_round_trip(server):
     prs.save(buf)
     _, out = translate_file(server, "deck.pptx", buf.getvalue())
     assert len(pptx.Presentation(io.BytesIO(out)).slides) == 1
+
+
+def test_document_longer_than_the_queue(server):
+    lines = "".join(f"Line number {i} of a long file.\n" for i in range(30))
+    body, out = translate_file(server, "long.txt", lines.encode())
+    assert body["segments"] == 30 and out.decode().count("\n") == 30
 
 
 def test_page_endpoint_streams_progress(server):

@@ -171,6 +171,7 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     from . import detect, documents, prompts
     from .api.files import download_name
     from .documents.inline import MARKER
+    from .documents.translate import translate_texts
     from .engine import engine as engine_mod
     from .hardware import apply_memory_cap
     from .planning import decide
@@ -194,17 +195,13 @@ def _translate_document(args, settings: Settings, source, target) -> int:
         decision = decide(settings)
         apply_memory_cap(settings.gpu_memory_gb)
         engine = engine_mod.start(settings, decision)
+        bar = tqdm(total=len(prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
         try:
-            bar = tqdm(total=len(prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
-            job = engine.submit([(t, source) for t in prepared.texts], target,
-                                prompts.Sampling(greedy=settings.greedy), formatted=True,
-                                listener=lambda event: bar.update(1) if event.kind == "segment" else None)
-            bar.total = job.num_segments
-            try:
-                translations = job.wait()
-            finally:
-                bar.close()
+            translations = translate_texts(engine, prepared.texts, source, target,
+                                           prompts.Sampling(greedy=settings.greedy),
+                                           lambda done, total: bar.update(done - bar.n))
         finally:
+            bar.close()
             engine.stop()
     result = documents.finish(prepared, translations)
     try:

@@ -7,14 +7,19 @@ format and, cleaned, the name offered for download. Each file is removed after t
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import logging
 import re
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -24,12 +29,14 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from .. import documents
 from ..detect import detect
 from ..documents.inline import MARKER
+from ..documents.translate import translate_texts
 from ..errors import BadRequest, HymtError, PayloadTooLarge
 from ..languages import Language
 from ..prompts import Sampling
 from . import parsing
-from .service import Service, events_until_done, submit
+from .service import Service
 
+log = logging.getLogger("hymt.files")
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -112,20 +119,40 @@ async def _store(request: Request, upload: _Upload, translations: list[str]) -> 
     return {"translatedFileUrl": url, "name": upload.name, **result.report()}
 
 
+async def _translate(request: Request, service: Service, upload: _Upload) -> AsyncIterator[tuple[int, int] | list]:
+    """Progress as (done, total) document segments, then the translations (a list). A client that leaves has the
+    translation stopped."""
+    engine, texts = service.ready_engine(), upload.prepared.texts
+    loop = asyncio.get_running_loop()
+    progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+    stop = threading.Event()
+    work = loop.run_in_executor(None, functools.partial(
+        translate_texts, engine, texts, upload.source, upload.target, Sampling(greedy=service.settings.greedy),
+        lambda done, total: loop.call_soon_threadsafe(progress.put_nowait, (done, total)), stop))
+    try:
+        while not work.done():
+            await asyncio.wait([work], timeout=0.5)
+            while not progress.empty():
+                yield progress.get_nowait()
+            if not work.done() and await request.is_disconnected():
+                log.info("client left: stopping the translation of %s", upload.name)
+                stop.set()
+        while not progress.empty():
+            yield progress.get_nowait()
+        yield work.result()
+    finally:
+        stop.set()
+
+
 async def translate_file(request: Request) -> JSONResponse:
     """LibreTranslate's file call: the whole file translated, then its download URL."""
     service: Service = request.app.state.service
     service.ready_engine()
     upload = await _read_upload(request, service)
     translations: list[str] = []
-    if upload.prepared.texts:
-        job, events = await submit(service, [(t, upload.source) for t in upload.prepared.texts], upload.target,
-                                   Sampling(greedy=service.settings.greedy), formatted=True)
-        async for _ in events_until_done(service, job, events, request):
-            pass
-        if job.error is not None:
-            raise job.error
-        translations = job.texts()
+    async for step in _translate(request, service, upload):
+        if isinstance(step, list):
+            translations = step
     return JSONResponse(await _store(request, upload, translations))
 
 
@@ -134,25 +161,18 @@ async def translate_file_stream(request: Request) -> Response:
     service: Service = request.app.state.service
     service.ready_engine()
     upload = await _read_upload(request, service)
-    texts = upload.prepared.texts
-    job, events = (await submit(service, [(t, upload.source) for t in texts], upload.target,
-                                Sampling(greedy=service.settings.greedy), formatted=True)) if texts else (None, None)
 
     def sse(kind: str, body: dict) -> str:
         return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
 
     async def stream():
-        total = job.num_segments if job else 0
-        yield sse("start", {"segments": total, "name": upload.name})
-        if job is not None:
-            async for event in events_until_done(service, job, events, request):
-                if event.kind == "segment":
-                    yield sse("progress", {"done": event.num_done, "total": total})
-            if job.error is not None:
-                yield sse("error", {"error": job.error.message, "error_type": job.error.error_type})
-                return
+        yield sse("start", {"segments": len(upload.prepared.texts), "name": upload.name})
         try:
-            yield sse("done", await _store(request, upload, job.texts() if job else []))
+            async for step in _translate(request, service, upload):
+                if isinstance(step, list):
+                    yield sse("done", await _store(request, upload, step))
+                else:
+                    yield sse("progress", {"done": step[0], "total": step[1]})
         except HymtError as exc:
             yield sse("error", {"error": exc.message, "error_type": exc.error_type})
 
