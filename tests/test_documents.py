@@ -177,6 +177,18 @@ def test_pptx_keeps_shapes_runs_tables_and_notes():
     assert after.notes_slide.notes_text_frame.text == "SAY HELLO TO EVERYONE"
 
 
+def test_pptx_spell_check_flags_do_not_split_a_sentence():
+    prs = pptx.Presentation()
+    frame = prs.slides.add_slide(prs.slide_layouts[1]).placeholders[1].text_frame
+    frame.text = "Teh "
+    frame.paragraphs[0].runs[0].font._rPr.set("err", "1")
+    frame.paragraphs[0].add_run().text = "quick fox"
+    buf = io.BytesIO()
+    prs.save(buf)
+    prepared = open_document(".pptx", buf.getvalue(), "de")
+    assert prepared.texts == ["Teh quick fox"]
+
+
 def test_xlsx_text_cells_only():
     book = openpyxl.Workbook()
     sheet = book.active

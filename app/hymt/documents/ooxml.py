@@ -33,12 +33,23 @@ class Schema:
 
 
 WORD = Schema("http://schemas.openxmlformats.org/wordprocessingml/2006/main", link="hyperlink",
-              dropped=("proofErr",), preserve_space=True)
+              dropped=("proofErr", "lastRenderedPageBreak"), preserve_space=True)
 DRAWING = Schema("http://schemas.openxmlformats.org/drawingml/2006/main", link=None, trailing=("endParaRPr",))
 
 
+# Run properties that say nothing a reader sees (PowerPoint's spell-check and edit flags): runs that differ only in
+# them are one formatting, and so are empty properties and none.
+_INVISIBLE = ("err", "dirty", "smtClean", "smtId")
+
+
 def _key(props) -> bytes:
-    return b"" if props is None else etree.tostring(props)
+    if props is None:
+        return b""
+    if any(name in props.attrib for name in _INVISIBLE):
+        props = copy.copy(props)
+        for name in _INVISIBLE:
+            props.attrib.pop(name, None)
+    return etree.tostring(props) if len(props) or props.attrib else b""
 
 
 class Paragraph:
@@ -62,7 +73,7 @@ class Paragraph:
                 for part in child:
                     if part.tag == s.q("t"):
                         pieces.append(("text", props, part.text or ""))
-                    elif part is not props:
+                    elif part is not props and part.tag not in map(s.q, s.dropped):
                         pieces.append(("void", ("run", props, part)))
             elif s.link and child.tag == s.q(s.link):
                 inner = self._pieces(list(child))
