@@ -301,6 +301,7 @@ def test_epub_chapters_translated_and_structure_kept():
     p = body.find(f".//{ns}p")
     assert p.text == "IT WAS A " and p[0].tag == f"{ns}i" and p[0].text == "DARK"
     assert after.get_metadata("DC", "language")[0][0] == "de"
+    assert [link.title for link in after.toc] == ["ONE"]
 
 
 def test_every_format_has_a_reader():
@@ -340,3 +341,22 @@ def test_docx_footnotes_translated():
     notes = zipfile.ZipFile(io.BytesIO(out.data)).read("word/footnotes.xml").decode()
     assert "A NOTE AT THE BOTTOM." in notes
     assert docx.Document(io.BytesIO(out.data)).paragraphs[0].text == "PRESS SAVE TO KEEP YOUR CHANGES."
+
+
+def test_translate_texts_reports_progress_and_stops_when_asked(engine):
+    import threading
+
+    from hymt.documents.translate import translate_texts
+    from hymt.errors import Cancelled
+    from hymt.languages import resolve
+    from hymt.prompts import Sampling
+
+    seen = []
+    texts = ["Press <s1>Save</s1>.", "Second line. With two sentences.", "Third."]
+    out = translate_texts(engine, texts, resolve("en"), resolve("de"), Sampling(greedy=True),
+                          lambda done, total: seen.append((done, total)))
+    assert len(out) == 3 and seen[-1] == (3, 3) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        translate_texts(engine, texts, None, resolve("de"), Sampling(greedy=True), stop=stop)
