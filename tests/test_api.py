@@ -41,10 +41,12 @@ def test_libretranslate_list_and_auto_source(server):
 
 def test_html_format_keeps_markup(server):
     html = '<p class="x">Hello <b>world</b> &amp; friends</p><script>var a = "keep me";</script>'
-    out = httpx.post(f"{server.url}/translate", json={"q": html, "source": "en", "target": "de",
-                                                      "format": "html"}).json()["translatedText"]
-    assert out.startswith('<p class="x">') and "<b>" in out and "</b>" in out
-    assert out.endswith('<script>var a = "keep me";</script>')
+    body = httpx.post(f"{server.url}/translate", json={"q": html, "source": "en", "target": "de",
+                                                       "format": "html"}).json()
+    out = body["translatedText"]
+    assert out.startswith('<p class="x">') and out.endswith('<script>var a = "keep me";</script>')
+    # One sentence, one segment: its <b> comes back, or (random weights drop markers) the safe form is reported.
+    assert ("<b>" in out and "</b>" in out) or body["markup_fallback_segments"] == 1
 
 
 def test_frontend_settings(server):

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+import srt as srt_lib
 from servers import Server
 
 pytestmark = pytest.mark.browser
@@ -86,9 +87,37 @@ def test_upload_srt_and_download_result(page, tmp_path):
         page.click("#download")
     download = info.value
     assert download.suggested_filename == "clip.fr.srt"
-    lines = open(download.path(), encoding="utf-8").read().split("\n")
+    text = open(download.path(), encoding="utf-8").read()
+    lines = text.split("\n")
     assert lines[0] == "1" and lines[1] == "00:00:01,000 --> 00:00:02,000" and lines[4] == "2"
-    assert len(lines) == 8 and lines[-1] == ""
+    assert len(list(srt_lib.parse(text))) == 2
+    assert page.inner_text("#output").startswith("1\n00:00:01,000 --> 00:00:02,000")  # the text shown too
+
+
+def test_upload_docx_and_download_same_structure(page, tmp_path):
+    import docx
+
+    from test_documents import _docx
+
+    source = tmp_path / "report.docx"
+    source.write_bytes(_docx())
+    page.select_option("#target", "de")
+    page.set_input_files("#file", str(source))
+    page.wait_for_selector("#download:not([hidden])")
+    assert "segments translated" in page.inner_text("#output")
+    with page.expect_download() as info:
+        page.click("#download")
+    assert info.value.suggested_filename == "report.de.docx"
+    before, after = docx.Document(str(source)), docx.Document(info.value.path())
+    assert [p.style.name for p in after.paragraphs] == [p.style.name for p in before.paragraphs]
+    assert len(after.tables) == 1 and len(after.tables[0].rows) == 2
+
+
+def test_unsupported_upload_is_refused_with_the_list(page, tmp_path):
+    other = tmp_path / "scan.pdf"
+    other.write_bytes(b"%PDF-1.4")
+    page.set_input_files("#file", str(other))
+    assert ".docx" in page.inner_text("#message") and page.get_attribute("#download", "hidden") is not None
 
 
 def test_clear_and_over_limit_message(page):

@@ -86,3 +86,28 @@ def test_make_test_model(tmp_path):
     result = run("make-test-model", str(tmp_path / "m"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "m" / "model.safetensors").is_file()
+
+
+def test_documents_by_extension(test_model, tmp_path):
+    import docx
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_documents import _docx
+
+    source = tmp_path / "report.docx"
+    source.write_bytes(_docx())
+    out = tmp_path / "out.docx"
+    result = run("translate", "--model", str(test_model), "--to", "fr", "--greedy", str(source), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "report.docx" in result.stderr and "7 segments translated" in result.stderr  # bar, then summary
+    after = docx.Document(str(out))
+    assert len(after.tables) == 1 and after.paragraphs[0].style.name == "Heading 1"
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Title\n\n```\ncode stays\n```\n", encoding="utf-8")
+    result = run("translate", "--model", str(test_model), "--to", "de", "--greedy", str(notes))
+    assert result.returncode == 0, result.stderr
+    assert "```\ncode stays\n```\n" in (tmp_path / "notes.de.md").read_text(encoding="utf-8")
+
+    result = run("translate", "--to", "de", str(tmp_path / "a.pdf"), "-o", str(tmp_path / "b.pdf"))
+    assert result.returncode == 2 and ".pdf is not a supported format" in result.stderr

@@ -50,3 +50,21 @@ def test_sampling_defaults_are_the_recommended_ones():
     assert prompts.Sampling().generate_kwargs() == {"do_sample": True, "top_k": 20, "top_p": 0.6,
                                                     "temperature": 0.7, "repetition_penalty": 1.05}
     assert prompts.Sampling(greedy=True).generate_kwargs()["do_sample"] is False
+
+
+def test_formatted_prompt_only_for_segments_with_markers():
+    de, zh, en = resolve("de"), resolve("zh"), resolve("en")
+    assert prompts.formatted_message(en, de, "Plain words.") == prompts.user_message(en, de, "Plain words.")
+    marked = prompts.formatted_message(en, de, "Press <s1>Save</s1> now<s2/>")
+    assert marked.startswith("Translate the following segment into German, without additional explanation. Tags")
+    assert marked.endswith("\n\nPress <s1>Save</s1> now<s2/>")
+    chinese = prompts.formatted_message(en, zh, "Press <s1>Save</s1>")
+    assert chinese.startswith("把下面的文本翻译成中文，不要额外解释。原文中的<s1></s1>") and chinese.endswith("\n\nPress <s1>Save</s1>")
+
+
+def test_engine_uses_the_formatted_prompt_when_asked(engine):
+    job = engine.submit([("Press <s1>Save</s1> now.", resolve("en"))], resolve("de"), prompts.Sampling(greedy=True),
+                        formatted=True)
+    job.wait(120)
+    prompt = engine.runner.loaded.tokenizer.decode(job.sequences[0].prompt_ids)
+    assert "keep every tag" in prompt and "<s1>Save</s1>" in prompt

@@ -23,8 +23,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hymt", description="Self-hosted Hunyuan-MT-7B translation.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    t = sub.add_parser("translate", help="translate a file or standard input to standard output")
-    t.add_argument("input", nargs="?", default="-", help="text file, or - for standard input")
+    t = sub.add_parser("translate", help="translate a document (by its extension), or text to standard output")
+    t.add_argument("input", nargs="?", default="-",
+                   help="a document (.docx .pptx .xlsx .html .md .srt .vtt .po .pot .xliff .xlf .epub; .txt with -o),"
+                        " a text file, or - for standard input")
+    t.add_argument("-o", "--output", help="where to write the translated document (default: NAME.LANG.EXT beside it)")
     t.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
     t.add_argument("--to", required=True, dest="target", help="target language code, e.g. en, zh, zh-Hant, bo")
     t.add_argument("--from", dest="source", default="auto", help="source language code, or auto (default)")
@@ -109,6 +112,8 @@ def _translate(args, settings: Settings) -> int:
                                 profile=args.profile)
     target = languages.resolve(args.target, "target language")
     source = None if args.source == "auto" else languages.resolve(args.source, "source language")
+    if args.output or _is_document(args.input):
+        return _translate_document(args, settings, source, target)
     try:
         if args.input == "-":
             text = sys.stdin.read()
@@ -149,6 +154,63 @@ def _translate(args, settings: Settings) -> int:
         engine.stop()
     sys.stdout.write(result)
     sys.stdout.flush()
+    return 0
+
+
+def _is_document(path: str) -> bool:
+    from .documents import FORMATS
+
+    ext = os.path.splitext(path)[1].lower()
+    return path != "-" and ext in FORMATS and ext != ".txt"
+
+
+def _translate_document(args, settings: Settings, source, target) -> int:
+    """A document in, the same format out (NAME.LANG.EXT beside it unless -o), with a progress bar."""
+    from tqdm import tqdm
+
+    from . import detect, documents, prompts
+    from .api.files import download_name
+    from .documents.inline import MARKER
+    from .documents.translate import translate_texts
+    from .engine import engine as engine_mod
+    from .hardware import apply_memory_cap
+    from .planning import decide
+
+    if args.input == "-":
+        raise BadRequest("a document needs a file name (its extension picks the format), not standard input")
+    ext = documents.extension(args.input)
+    try:
+        with open(args.input, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise BadRequest(f"cannot read {args.input}: {exc}") from None
+    prepared = documents.open_document(ext, data, target.code)
+    if source is None and prepared.texts:
+        found = detect.detect(MARKER.sub(" ", "\n".join(prepared.texts[:200]))[:5000])
+        source = found.language if found else None
+    output = args.output or os.path.join(os.path.dirname(args.input),
+                                         download_name(os.path.basename(args.input), ext, target.code))
+    translations: list[str] = []
+    if prepared.texts:
+        decision = decide(settings)
+        apply_memory_cap(settings.gpu_memory_gb)
+        engine = engine_mod.start(settings, decision)
+        bar = tqdm(total=len(prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
+        try:
+            translations = translate_texts(engine, prepared.texts, source, target,
+                                           prompts.Sampling(greedy=settings.greedy),
+                                           lambda done, total: bar.update(done - bar.n))
+        finally:
+            bar.close()
+            engine.stop()
+    result = documents.finish(prepared, translations)
+    try:
+        with open(output, "wb") as f:
+            f.write(result.data)
+    except OSError as exc:
+        raise BadRequest(f"cannot write {output}: {exc}") from None
+    fallbacks = f", {result.markup_fallbacks} with markup around the whole segment" if result.markup_fallbacks else ""
+    print(f"{output}: {result.segments} segments translated{fallbacks}", file=sys.stderr)
     return 0
 
 

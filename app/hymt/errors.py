@@ -31,6 +31,12 @@ class PayloadTooLarge(HymtError):
     exit_code = 2
 
 
+class UnsupportedFormat(HymtError):
+    status = 415
+    error_type = "unsupported_format"
+    exit_code = 2
+
+
 class Forbidden(HymtError):
     status = 403
     error_type = "invalid_api_key"

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .languages import Language, is_chinese
 
 ZH_TEMPLATE = "把下面的文本翻译成{target}，不要额外解释。\n\n{text}"
 XX_TEMPLATE = "Translate the following segment into {target}, without additional explanation.\n\n{text}"
+# Formatted translation for Hunyuan-MT-7B, which has no official prompt for it: the official instruction plus the
+# rule for the numbered markers (documents/inline.py) that stand for inline markup. Models with an official
+# formatted-translation prompt (HY-MT1.5) get theirs here, in formatted_message, and nowhere else.
+FORMATTED_ZH_TEMPLATE = ("把下面的文本翻译成{target}，不要额外解释。原文中的<s1></s1>、<s2/>等标签表示格式信息，"
+                         "译文中必须保留每一个标签，并放在对应译文的位置。\n\n{text}")
+FORMATTED_XX_TEMPLATE = ("Translate the following segment into {target}, without additional explanation. "
+                         "Tags such as <s1></s1> and <s2/> in the segment mark formatting: keep every tag in the "
+                         "translation, around or at the words that correspond to the tagged words.\n\n{text}")
+_MARKER = re.compile(r"<\s*/?\s*s\d+\s*/?\s*>")
 
 # The rendering the model was trained on: <|startoftext|>{user}<|extra_0|>; the answer ends with <|eos|>.
 STOP_TOKEN = "<|eos|>"
@@ -57,6 +67,16 @@ def user_message(source: Language | None, target: Language, text: str) -> str:
     if chinese_side:
         return ZH_TEMPLATE.format(target=target.chinese, text=text)
     return XX_TEMPLATE.format(target=target.english, text=text)
+
+
+def formatted_message(source: Language | None, target: Language, text: str) -> str:
+    """The instruction for a segment that may carry markup markers: the formatted-translation instruction when it
+    has markers, the plain official one when it has none."""
+    if not _MARKER.search(text):
+        return user_message(source, target, text)
+    if is_chinese(target) or (source is not None and is_chinese(source)):
+        return FORMATTED_ZH_TEMPLATE.format(target=target.chinese, text=text)
+    return FORMATTED_XX_TEMPLATE.format(target=target.english, text=text)
 
 
 def render(tokenizer, message: str) -> str:

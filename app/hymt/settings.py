@@ -41,6 +41,11 @@ class Settings:
     max_texts: int = 64
     max_upload_bytes: int = 2_000_000
     max_queue_segments: int = 2048
+    # Document translation: the largest file accepted, how long a translated file stays downloadable, and the
+    # folder that holds them (None: a private temporary folder made at start and removed at stop).
+    max_file_bytes: int = 20_000_000
+    file_retention_s: float = 3600.0
+    files_dir: str | None = None
     adapters: str | None = None
     api_keys: tuple[str, ...] = field(default_factory=tuple)
     decision_file: str | None = None
@@ -73,6 +78,9 @@ class Settings:
                     "target_kv_tokens", "max_in_flight", "prefill_tokens", "max_segment_tokens", "max_new_tokens",
                     "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments")
         for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
+        for name in ("max_file_bytes", "file_retention_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
         if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:

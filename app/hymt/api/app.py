@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import HymtError, Overloaded
 from ..profiles import Decision
 from ..settings import Settings
-from . import libre, openai_compat, page
+from . import files, libre, openai_compat, page
 from .metrics import Metrics
 from .openapi import SPEC
 from .service import Service
@@ -71,6 +71,9 @@ ROUTES = [
     Route("/languages", libre.languages, methods=["GET", "POST"]),
     Route("/frontend/settings", libre.frontend_settings),
     Route("/api/translate", page.translate, methods=["POST"]),
+    Route("/translate_file", files.translate_file, methods=["POST"]),
+    Route("/api/translate_file", files.translate_file_stream, methods=["POST"]),
+    Route("/download_file/{file_id}/{name}", files.download_file, name="download_file"),
     Route("/v1/chat/completions", openai_compat.chat_completions, methods=["POST"]),
     Route("/v1/models", openai_compat.models),
     Mount("/static", StaticFiles(directory=page.UI_DIR), name="static"),
@@ -113,6 +116,7 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         loader.join(timeout=0)
         if service.engine is not None:
             service.engine.stop()
+        app.state.files.close()
 
     app = Starlette(
         routes=ROUTES,
@@ -120,6 +124,7 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.files = files.FileStore(settings.files_dir, settings.file_retention_s)
     app.state.metrics = Metrics(service)
     app.add_middleware(_Observe, metrics_of=lambda: app.state.metrics)
     return app

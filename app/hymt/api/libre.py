@@ -6,7 +6,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from .. import markup
+from .. import documents
+from ..documents import html as html_documents
 from ..detect import Detection, detect
 from ..languages import LANGUAGES, Language
 from ..prompts import Sampling
@@ -44,15 +45,19 @@ async def translate(request: Request) -> JSONResponse:
     sampling = Sampling(greedy=settings.greedy)
     sources, detections = await run_in_threadpool(detect_sources, texts, source)
 
+    fallbacks = None
     if fmt == "html":
-        docs = [markup.split_html(t) for t in texts]
-        items = [(pieces[i], src) for (pieces, idx), src in zip(docs, sources) for i in idx]
-        job = await run_to_end(service, items, target, sampling, request) if items else None
+        # A real HTML parser; each sentence with its inline tags as markers is one segment.
+        docs = [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
+        items = [(text, src) for doc, src in zip(docs, sources) for text in doc.texts]
+        job = await run_to_end(service, items, target, sampling, request, formatted=True) if items else None
         flat = job.texts() if job else []
-        results, pos = [], 0
-        for pieces, idx in docs:
-            results.append(markup.join_html(pieces, idx, flat[pos:pos + len(idx)]))
-            pos += len(idx)
+        finished, pos = [], 0
+        for doc in docs:
+            finished.append(documents.finish(doc, flat[pos:pos + len(doc.texts)]))
+            pos += len(doc.texts)
+        results = [r.data for r in finished]
+        fallbacks = sum(r.markup_fallbacks for r in finished)
     else:
         job = await run_to_end(service, list(zip(texts, sources)), target, sampling, request)
         results = job.texts()
@@ -61,6 +66,8 @@ async def translate(request: Request) -> JSONResponse:
     if source is None:
         found = [detected_json(d) for d in detections]
         body["detectedLanguage"] = found if as_list else found[0]
+    if fallbacks is not None:
+        body["markup_fallback_segments"] = fallbacks
     if "alternatives" in data:
         body["alternatives"] = [[] for _ in results] if as_list else []
     return JSONResponse(body)
@@ -88,7 +95,7 @@ async def frontend_settings(request: Request) -> JSONResponse:
     settings = _service(request).settings
     return JSONResponse({
         "charLimit": settings.max_chars, "frontendTimeout": 500, "apiKeys": bool(settings.api_keys),
-        "keyRequired": bool(settings.api_keys), "suggestions": False, "filesTranslation": False,
-        "supportedFilesFormat": [".txt", ".md", ".srt"],
+        "keyRequired": bool(settings.api_keys), "suggestions": False, "filesTranslation": True,
+        "supportedFilesFormat": list(documents.FORMATS),
         "language": {"source": {"code": "auto", "name": "Auto Detect"}, "target": {"code": "en", "name": "English"}},
     })

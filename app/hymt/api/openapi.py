@@ -19,6 +19,11 @@ def _body(properties: dict, required: list[str], forms: bool = True) -> dict:
 _LANG = {"type": "string", "description": "language code (see /languages); aliases such as zh-CN, pt-BR accepted"}
 _Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "text(s)"}
 
+_FILE_BODY = {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file", "target"],
+    "properties": {"file": {"type": "string", "format": "binary"}, "source": {**_LANG, "default": "auto"},
+                   "target": _LANG, "api_key": {"type": "string"}}}}}}
+
 SPEC = {
     "openapi": "3.1.0",
     "info": {"title": "hymt", "version": __version__,
@@ -46,6 +51,22 @@ SPEC = {
                                   "target": _LANG, "stream": {"type": "boolean"}, "greedy": {"type": "boolean"}},
                                  ["text", "target"], forms=False),
             "responses": {"200": {"description": "JSON, or text/event-stream when stream=true"}, **_ERRORS}}},
+        "/translate_file": {"post": {
+            "summary": "Translate a document (LibreTranslate API): .txt .md .html .srt .vtt .docx .pptx .xlsx .po "
+                       ".pot .xliff .xlf .epub; the answer's translatedFileUrl downloads the result",
+            "requestBody": _FILE_BODY,
+            "responses": {"200": {"description": "translatedFileUrl, name, segments, markup_fallback_segments"},
+                          "415": _ERROR, **_ERRORS}}},
+        "/api/translate_file": {"post": {
+            "summary": "The web page's document endpoint: Server-Sent Events (start, progress with segments done "
+                       "of total, done with translatedFileUrl, or error)",
+            "requestBody": _FILE_BODY,
+            "responses": {"200": {"description": "text/event-stream"}, "415": _ERROR, **_ERRORS}}},
+        "/download_file/{file_id}/{name}": {"get": {
+            "summary": "A translated document, while it is kept (HYMT_FILE_RETENTION_S)",
+            "parameters": [{"name": "file_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                           {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "the file"}, "404": _ERROR}}},
         "/v1/chat/completions": {"post": {
             "summary": "OpenAI-compatible: the last user message is translated. Target language from the model "
                        "name (hunyuan-mt:de) or the field target_language; source_language optional",

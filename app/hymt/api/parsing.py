@@ -12,11 +12,13 @@ from ..languages import Language, resolve
 from ..settings import Settings
 
 
-async def read_body(request: Request, settings: Settings) -> dict:
-    """The body as a dict. Form fields given more than once (q=a&q=b) become lists."""
+async def read_body(request: Request, settings: Settings, limit: int | None = None) -> dict:
+    """The body as a dict. Form fields given more than once (q=a&q=b) become lists. `limit`: the largest body in
+    bytes (default: the upload limit for text requests)."""
+    limit = limit or settings.max_upload_bytes
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes:
-        raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {settings.max_upload_bytes}")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {limit}")
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
         form = await request.form(max_part_size=settings.max_upload_bytes)
@@ -28,8 +30,8 @@ async def read_body(request: Request, settings: Settings) -> dict:
                 data[key] = value
         return data
     body = await request.body()
-    if len(body) > settings.max_upload_bytes:
-        raise PayloadTooLarge(f"request body of {len(body)} bytes is over the limit of {settings.max_upload_bytes}")
+    if len(body) > limit:
+        raise PayloadTooLarge(f"request body of {len(body)} bytes is over the limit of {limit}")
     if not body.strip():
         return {}
     try:
@@ -41,9 +43,9 @@ async def read_body(request: Request, settings: Settings) -> dict:
     return data
 
 
-async def read_request(request: Request, settings: Settings) -> dict:
+async def read_request(request: Request, settings: Settings, limit: int | None = None) -> dict:
     """The body of a request that needs an API key (when keys are configured): read, then the key checked."""
-    data = await read_body(request, settings)
+    data = await read_body(request, settings, limit)
     _check_api_key(data, request, settings)
     return data
 

@@ -95,7 +95,7 @@ class Service:
 
 
 async def submit(service: Service, items: list[tuple[str, Language | None]], target: Language, sampling: Sampling,
-                 stream: bool = False) -> tuple[Job, "asyncio.Queue[Event]"]:
+                 stream: bool = False, formatted: bool = False) -> tuple[Job, "asyncio.Queue[Event]"]:
     """Queue a job; its events (every token too, when streaming) arrive on the returned asyncio queue.
     Tokenizing runs off the event loop."""
     engine = service.ready_engine()
@@ -105,7 +105,8 @@ async def submit(service: Service, items: list[tuple[str, Language | None]], tar
     def listener(event: Event) -> None:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    job = await run_in_threadpool(engine.submit, items, target, sampling, listener, stream=stream)
+    job = await run_in_threadpool(engine.submit, items, target, sampling, listener, stream=stream,
+                                  formatted=formatted)
     return job, events
 
 
@@ -136,8 +137,8 @@ async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[E
 
 
 async def run_to_end(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                     sampling: Sampling, request: Request) -> Job:
-    job, events = await submit(service, items, target, sampling)
+                     sampling: Sampling, request: Request, formatted: bool = False) -> Job:
+    job, events = await submit(service, items, target, sampling, formatted=formatted)
     async for _ in events_until_done(service, job, events, request):
         pass
     if job.error is not None:

@@ -146,9 +146,10 @@ class Engine:
     # -- submitting -------------------------------------------------------------------------------------------
     def submit(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
                listener: Callable[[Event], None] | None = None, min_new_tokens: int = 0,
-               stream: bool = False) -> Job:
+               stream: bool = False, formatted: bool = False) -> Job:
         """Segment and queue texts (each with its source language, None if unknown). Raises Overloaded at once
-        when the queue cannot take all of them."""
+        when the queue cannot take all of them. `formatted`: the texts carry inline markup markers to keep."""
+        message = prompts.formatted_message if formatted else prompts.user_message
         count = self.runner.count_tokens
         documents = [segment.split(text, count, self.settings.max_segment_tokens, src.code if src else "en")
                      for text, src in items]
@@ -159,7 +160,7 @@ class Engine:
         for n, (d, s) in enumerate(job.refs):
             source, text = items[d][1], documents[d].segments[s]
             prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer,
-                                                           prompts.user_message(source, target, text)))
+                                                           message(source, target, text)))
             budget = min(cleanup.max_new_tokens(count(text), self.settings.max_new_tokens),
                          self.max_seq_tokens - len(prompt_ids))
             if budget < 1:

@@ -2,7 +2,10 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { languages: [], charLimit: 20000, busy: false, controller: null, fileName: null, detected: null };
+const state = { languages: [], charLimit: 20000, busy: false, controller: null, detected: null,
+  fileFormats: [".txt", ".md", ".srt"] };
+// Documents whose translation is text worth showing on the page as well as offering for download.
+const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
 
 function fillSelect(select, filter, withAuto) {
   const keep = select.value;
@@ -56,6 +59,18 @@ function parseEvents(buffer, onEvent) {
   return buffer;
 }
 
+async function readEvents(response, onEvent) {
+  // Feeds each Server-Sent Event of a streaming response to onEvent as it arrives.
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), onEvent);
+  }
+}
+
 async function translate() {
   const text = $("input").value;
   if (state.busy || !text.trim()) return;
@@ -74,28 +89,20 @@ async function translate() {
       body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true }),
     });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), (kind, body) => {
-        if (kind === "start") {
-          progress.max = Math.max(1, body.segments);
-          if (body.detectedLanguage) showDetected(body.detectedLanguage);
-        } else if (kind === "progress" || kind === "token") {
-          progress.value = body.done;
-          $("output").textContent = body.partial;
-        } else if (kind === "done") {
-          progress.value = progress.max;
-          $("output").textContent = body.translatedText;
-          offerDownload(body.translatedText);
-        } else if (kind === "error") {
-          showError(0, body);
-        }
-      });
-    }
+    await readEvents(response, (kind, body) => {
+      if (kind === "start") {
+        progress.max = Math.max(1, body.segments);
+        if (body.detectedLanguage) showDetected(body.detectedLanguage);
+      } else if (kind === "progress" || kind === "token") {
+        progress.value = body.done;
+        $("output").textContent = body.partial;
+      } else if (kind === "done") {
+        progress.value = progress.max;
+        $("output").textContent = body.translatedText;
+      } else if (kind === "error") {
+        showError(0, body);
+      }
+    });
   } catch (err) {
     if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
   } finally {
@@ -110,25 +117,64 @@ function showDetected(d) {
   $("detected").textContent = lang ? `Detected: ${lang.name} (${Math.round(d.confidence)}%)` : "";
 }
 
-function offerDownload(text) {
-  if (!state.fileName) return;
-  const link = $("download");
-  const dot = state.fileName.lastIndexOf(".");
-  const base = dot > 0 ? state.fileName.slice(0, dot) : state.fileName;
-  const ext = dot > 0 ? state.fileName.slice(dot) : ".txt";
-  if (link.href) URL.revokeObjectURL(link.href);
-  link.href = URL.createObjectURL(new Blob([text], { type: "text/plain;charset=utf-8" }));
-  link.download = `${base}.${$("target").value}${ext}`;
-  link.textContent = `Download ${link.download}`;
-  link.hidden = false;
+async function loadFile(file) {
+  // Any supported document goes to the server whole, so its structure and markup come back; progress streams.
+  const dot = file.name.lastIndexOf(".");
+  const ext = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
+  if (!state.fileFormats.includes(ext)) {
+    showError(415, { error: `${ext || "this file"} is not supported; supported: ${state.fileFormats.join(" ")}` });
+    return;
+  }
+  if (state.busy) return;
+  $("message").textContent = "";
+  $("detected").textContent = "";
+  $("download").hidden = true;
+  $("output").textContent = `Translating ${file.name}…`;
+  const progress = $("progress");
+  progress.value = 0; progress.hidden = false;
+  setBusy(true);
+  state.controller = new AbortController();
+  const form = new FormData();
+  form.append("file", file);
+  form.append("source", $("source").value);
+  form.append("target", $("target").value);
+  try {
+    const response = await fetch("/api/translate_file", { method: "POST", body: form, signal: state.controller.signal });
+    if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
+    let finished = null;
+    await readEvents(response, (kind, body) => {
+      if (kind === "start") {
+        progress.max = Math.max(1, body.segments);
+      } else if (kind === "progress") {
+        progress.value = body.done;
+        $("output").textContent = `Translating ${file.name}: ${body.done} / ${body.total} segments`;
+      } else if (kind === "done") {
+        finished = body;
+      } else if (kind === "error") {
+        showError(0, body);
+      }
+    });
+    if (finished) await showFileResult(finished, ext);
+  } catch (err) {
+    if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
+  } finally {
+    setBusy(false);
+    progress.hidden = true;
+  }
 }
 
-async function loadFile(file) {
-  if (!/\.(txt|md|srt)$/i.test(file.name)) { showError(400, { error: "only .txt, .md and .srt files" }); return; }
-  state.fileName = file.name;
-  $("input").value = await file.text();
-  updateCounter();
-  translate();
+async function showFileResult(body, ext) {
+  const link = $("download");
+  if (link.href && link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
+  link.href = body.translatedFileUrl;
+  link.download = body.name;
+  link.textContent = `Download ${body.name}`;
+  link.hidden = false;
+  const fallbacks = body.markup_fallback_segments;
+  $("output").textContent = TEXT_FORMATS.includes(ext) ? await (await fetch(body.translatedFileUrl)).text()
+    : `${body.name}: ${body.segments} segments translated.`;
+  if (fallbacks) $("message").textContent = `${fallbacks} segment(s) lost their inline markup in translation: ` +
+    "their formatting now covers the whole segment.";
 }
 
 function swap() {
@@ -160,20 +206,22 @@ async function init() {
   ]);
   state.languages = languages;
   state.charLimit = settings.charLimit;
+  if (settings.filesTranslation) state.fileFormats = settings.supportedFilesFormat;
+  $("file").accept = state.fileFormats.join(",");
   refreshPickers();
   $("source").value = "auto";
   $("target").value = "en";
   updateCounter();
   $("source-filter").addEventListener("input", refreshPickers);
   $("target-filter").addEventListener("input", refreshPickers);
-  $("input").addEventListener("input", () => { state.fileName = null; updateCounter(); });
+  $("input").addEventListener("input", updateCounter);
   $("input").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); } });
   $("translate").addEventListener("click", translate);
   $("swap").addEventListener("click", swap);
   $("clear").addEventListener("click", () => {
     if (state.controller) state.controller.abort();
     $("input").value = ""; $("output").textContent = ""; $("message").textContent = ""; $("detected").textContent = "";
-    $("download").hidden = true; state.fileName = null; updateCounter(); $("input").focus();
+    $("download").hidden = true; updateCounter(); $("input").focus();
   });
   $("copy").addEventListener("click", async () => {
     await navigator.clipboard.writeText($("output").textContent);

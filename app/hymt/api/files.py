@@ -1,0 +1,189 @@
+"""Document translation over HTTP: LibreTranslate's /translate_file (answers a download URL), the page's
+/api/translate_file (Server-Sent Events with segments done of total), and /download_file for the result.
+
+Translated files live under the server's own folder, named by a random id; the uploaded name only ever picks the
+format and, cleaned, the name offered for download. Each file is removed after the retention time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from .. import documents
+from ..detect import detect
+from ..documents.inline import MARKER
+from ..documents.translate import translate_texts
+from ..errors import BadRequest, HymtError, PayloadTooLarge
+from ..languages import Language
+from ..prompts import Sampling
+from . import parsing
+from .service import Service
+
+log = logging.getLogger("hymt.files")
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class FileStore:
+    """Finished files by id under one folder; the folder is made here (a private temporary one unless given)."""
+
+    def __init__(self, folder: str | None, retention_s: float):
+        self.owned = folder is None
+        self.root = Path(tempfile.mkdtemp(prefix="hymt-files-") if folder is None else folder).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.retention_s = retention_s
+
+    def put(self, data: bytes, name: str, media_type: str) -> str:
+        self.expire()
+        file_id = secrets.token_hex(16)
+        (self.root / f"{file_id}.json").write_text(json.dumps({"name": name, "media_type": media_type}))
+        (self.root / file_id).write_bytes(data)
+        return file_id
+
+    def get(self, file_id: str) -> tuple[Path, dict] | None:
+        if not _ID.fullmatch(file_id):
+            return None
+        path, meta = self.root / file_id, self.root / f"{file_id}.json"
+        if not path.is_file() or not meta.is_file() or time.time() - path.stat().st_mtime > self.retention_s:
+            return None
+        return path, json.loads(meta.read_text())
+
+    def expire(self) -> None:
+        for path in self.root.iterdir():
+            if _ID.fullmatch(path.name.removesuffix(".json")) and time.time() - path.stat().st_mtime > self.retention_s:
+                path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self.owned:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def download_name(uploaded: str, ext: str, target: str) -> str:
+    """The name offered for download: the upload's own base name, cleaned to safe characters, with the target
+    language before the extension."""
+    base = re.split(r"[\\/]", uploaded)[-1]
+    stem = re.sub(r"[^\w.\- ]", "_", base[:len(base) - len(ext)]).strip(" .")[:80] or "document"
+    return f"{stem}.{target}{ext}"
+
+
+@dataclass
+class _Upload:
+    ext: str
+    name: str
+    prepared: documents.Prepared
+    source: Language | None
+    target: Language
+
+
+async def _read_upload(request: Request, service: Service) -> _Upload:
+    settings = service.settings
+    data = await parsing.read_request(request, settings, limit=settings.max_file_bytes)
+    upload = data.get("file")
+    if not isinstance(upload, UploadFile):
+        raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",
+                         error_type="missing_field")
+    ext = documents.extension(upload.filename or "")
+    content = await upload.read()
+    if len(content) > settings.max_file_bytes:
+        raise PayloadTooLarge(f"file of {len(content)} bytes is over the limit of {settings.max_file_bytes}")
+    source = parsing.language(data, "source", allow_auto=True, default="auto")
+    target = parsing.language(data, "target", allow_auto=False)
+    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code)
+    if source is None and prepared.texts:
+        found = await run_in_threadpool(detect, MARKER.sub(" ", "\n".join(prepared.texts[:200]))[:5000])
+        source = found.language if found else None
+    return _Upload(ext, download_name(upload.filename or "", ext, target.code), prepared, source, target)
+
+
+async def _store(request: Request, upload: _Upload, translations: list[str]) -> dict:
+    result = await run_in_threadpool(documents.finish, upload.prepared, translations)
+    store: FileStore = request.app.state.files
+    file_id = await run_in_threadpool(store.put, result.data, upload.name, documents.media_type(upload.ext))
+    url = str(request.url_for("download_file", file_id=file_id, name=upload.name))
+    return {"translatedFileUrl": url, "name": upload.name, **result.report()}
+
+
+async def _translate(request: Request, service: Service, upload: _Upload) -> AsyncIterator[tuple[int, int] | list]:
+    """Progress as (done, total) document segments, then the translations (a list). A client that leaves has the
+    translation stopped."""
+    engine, texts = service.ready_engine(), upload.prepared.texts
+    loop = asyncio.get_running_loop()
+    progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+    stop = threading.Event()
+    work = loop.run_in_executor(None, functools.partial(
+        translate_texts, engine, texts, upload.source, upload.target, Sampling(greedy=service.settings.greedy),
+        lambda done, total: loop.call_soon_threadsafe(progress.put_nowait, (done, total)), stop))
+    try:
+        while not work.done():
+            await asyncio.wait([work], timeout=0.5)
+            while not progress.empty():
+                yield progress.get_nowait()
+            if not work.done() and await request.is_disconnected():
+                log.info("client left: stopping the translation of %s", upload.name)
+                stop.set()
+        while not progress.empty():
+            yield progress.get_nowait()
+        yield work.result()
+    finally:
+        stop.set()
+
+
+async def translate_file(request: Request) -> JSONResponse:
+    """LibreTranslate's file call: the whole file translated, then its download URL."""
+    service: Service = request.app.state.service
+    service.ready_engine()
+    upload = await _read_upload(request, service)
+    translations: list[str] = []
+    async for step in _translate(request, service, upload):
+        if isinstance(step, list):
+            translations = step
+    return JSONResponse(await _store(request, upload, translations))
+
+
+async def translate_file_stream(request: Request) -> Response:
+    """The page's file call: progress as Server-Sent Events, then the download URL."""
+    service: Service = request.app.state.service
+    service.ready_engine()
+    upload = await _read_upload(request, service)
+
+    def sse(kind: str, body: dict) -> str:
+        return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def stream():
+        yield sse("start", {"segments": len(upload.prepared.texts), "name": upload.name})
+        try:
+            async for step in _translate(request, service, upload):
+                if isinstance(step, list):
+                    yield sse("done", await _store(request, upload, step))
+                else:
+                    yield sse("progress", {"done": step[0], "total": step[1]})
+        except HymtError as exc:
+            yield sse("error", {"error": exc.message, "error_type": exc.error_type})
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def download_file(request: Request) -> Response:
+    found = request.app.state.files.get(request.path_params["file_id"])
+    if found is None:
+        return JSONResponse({"error": "no such file (it may have expired)", "error_type": "not_found"},
+                            status_code=404)
+    path, meta = found
+    return FileResponse(path, media_type=meta["media_type"], filename=meta["name"])

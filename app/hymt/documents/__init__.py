@@ -1,0 +1,56 @@
+"""Documents: files read into segments with their inline markup as markers, translated, and written back in the
+same format with the same structure. One module per format family; base.py holds the shape they share."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import BadRequest, HymtError, UnsupportedFormat
+from . import ebook, gettext, html, markdown, office, spreadsheet, subtitles, text, xliff
+from .base import Extraction, Prepared, Result, finish, prepare
+
+Reader = Callable[[bytes, str], Extraction]
+
+FORMATS: dict[str, tuple[Reader, str]] = {
+    ".txt": (text.read, "text/plain; charset=utf-8"),
+    ".md": (markdown.read, "text/markdown; charset=utf-8"),
+    ".html": (html.read, "text/html; charset=utf-8"),
+    ".htm": (html.read, "text/html; charset=utf-8"),
+    ".srt": (subtitles.read_srt, "application/x-subrip; charset=utf-8"),
+    ".vtt": (subtitles.read_vtt, "text/vtt; charset=utf-8"),
+    ".docx": (office.read_docx, "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    ".pptx": (office.read_pptx, "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
+    ".xlsx": (spreadsheet.read, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+    ".po": (gettext.read, "text/x-gettext-translation; charset=utf-8"),
+    ".pot": (gettext.read, "text/x-gettext-translation; charset=utf-8"),
+    ".xliff": (xliff.read, "application/xliff+xml"),
+    ".xlf": (xliff.read, "application/xliff+xml"),
+    ".epub": (ebook.read, "application/epub+zip"),
+}
+
+__all__ = ["FORMATS", "Prepared", "Result", "extension", "finish", "media_type", "open_document", "prepare"]
+
+
+def extension(filename: str) -> str:
+    """The file's format by its extension, or a 415 that lists the supported ones."""
+    dot = filename.rfind(".")
+    ext = filename[dot:].lower() if dot >= 0 else ""
+    if ext not in FORMATS:
+        shown = ext or "a file without an extension"
+        raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)}")
+    return ext
+
+
+def media_type(ext: str) -> str:
+    return FORMATS[ext][1]
+
+
+def open_document(ext: str, data: bytes, target: str) -> Prepared:
+    """Read a file (by its extension) into the texts to translate. A file the library cannot read is a 400."""
+    try:
+        return prepare(FORMATS[ext][0](data, target))
+    except HymtError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - each library has its own errors for a damaged file
+        raise BadRequest(f"could not read this {ext} file: {type(exc).__name__}: {exc}",
+                         error_type="invalid_file") from None

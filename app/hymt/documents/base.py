@@ -1,0 +1,117 @@
+"""The shape every format shares: a file read into segments of inline items and a writer, the segments sent as
+marked text, and the translations put back (markers restored, or the safe form, counted)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import inline
+from .inline import Item
+
+
+# HY-MT1.5's formatted-translation prompt asks for <target>...</target> around the answer.
+_TARGET_WRAPPER = re.compile(r"^\s*<target>|</target>\s*$")
+
+
+@dataclass
+class Outcome:
+    """One segment's result handed to the writer: its items, and whether they are the safe form."""
+
+    items: list[Item]
+    fell_back: bool = False
+    translated: bool = True  # False: kept as it was (no words to translate)
+
+
+@dataclass
+class Extraction:
+    """What a format reader gives: the segments, and how to write the file from their outcomes (same order)."""
+
+    segments: list[list[Item]]
+    write: Callable[[list[Outcome]], bytes]
+
+
+@dataclass
+class _Sent:
+    index: int
+    lead: str
+    core: str
+    trail: str
+    table: dict | None  # marker number -> item; None: sent as plain words
+
+
+@dataclass
+class Prepared:
+    """The texts to translate (one per segment that has words), and how to read their translations back."""
+
+    extraction: Extraction
+    sent: list[_Sent] = field(default_factory=list)
+
+    @property
+    def texts(self) -> list[str]:
+        return [s.core for s in self.sent]
+
+
+@dataclass
+class Result:
+    data: bytes
+    segments: int
+    markup_fallbacks: int
+
+    def report(self) -> dict:
+        return {"segments": self.segments, "markup_fallback_segments": self.markup_fallbacks}
+
+
+def prepare(extraction: Extraction) -> Prepared:
+    prepared = Prepared(extraction)
+    for index, items in enumerate(extraction.segments):
+        if not any(ch.isalpha() for ch in inline.plain(items)):
+            continue  # numbers, symbols, markup alone: nothing to translate
+        encoded = inline.encode(items)
+        text, table = encoded if encoded else (inline.plain(items), None)
+        core = text.strip()
+        lead, trail = text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):]
+        prepared.sent.append(_Sent(index, lead, core, trail, table if encoded and table else None))
+    return prepared
+
+
+def finish(prepared: Prepared, translations: list[str]) -> Result:
+    """The translated file. A segment whose markers did not come back is written in its safe form and counted."""
+    segments = prepared.extraction.segments
+    if len(translations) != len(prepared.sent):
+        raise ValueError(f"{len(translations)} translations for {len(prepared.sent)} segments")
+    outcomes = [Outcome(items, translated=False) for items in segments]
+    fallbacks = 0
+    for sent, translation in zip(prepared.sent, translations):
+        translation = _TARGET_WRAPPER.sub("", translation)
+        if not translation.strip():
+            continue  # the model gave nothing: the source words stay, so no cue, cell or paragraph goes empty
+        text = sent.lead + translation.strip() + sent.trail
+        original = segments[sent.index]
+        if sent.table is None and not inline.has_markup(original):
+            outcomes[sent.index] = Outcome([text])
+            continue
+        restored = inline.restore(text, sent.table) if sent.table is not None else None
+        if restored is None:
+            fallbacks += 1
+            items = inline.fallback(translation, original)
+            items[0] = sent.lead + items[0] + sent.trail
+            outcomes[sent.index] = Outcome(items, fell_back=True)
+        else:
+            outcomes[sent.index] = Outcome(inline.merge_text(restored))
+    return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks)
+
+
+def combine(parts: list[Extraction], after: Callable[[list[bytes]], bytes]) -> Extraction:
+    """Several files in one (an EPUB's chapters): their segments in order; `after` gets each part's bytes."""
+    segments = [items for part in parts for items in part.segments]
+
+    def write(outcomes: list[Outcome]) -> bytes:
+        written, pos = [], 0
+        for part in parts:
+            written.append(part.write(outcomes[pos:pos + len(part.segments)]))
+            pos += len(part.segments)
+        return after(written)
+
+    return Extraction(segments, write)

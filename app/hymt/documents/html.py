@@ -1,0 +1,155 @@
+"""HTML with lxml's HTML parser, and XHTML (EPUB chapters) with its XML parser.
+
+Each block's inline content (text with b, a, em, span... inside) is one segment; a block inside a block starts a new
+one. Code, scripts, styles, preformatted text and anything marked translate="no" are left as they are; inside a
+sentence they travel as markers and come back untouched. Attributes people read (alt, title, placeholder,
+aria-label) are translated on their own. The document's lang becomes the target language.
+"""
+
+from __future__ import annotations
+
+import io
+
+import lxml.html
+from lxml import etree
+
+from .base import Extraction, Outcome
+from .inline import Item
+from .xmlinline import items_of, localname, replace_run
+
+INLINE = {"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em", "font", "i", "ins", "label",
+          "mark", "q", "s", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u"}
+# Inline, but their content is not prose to translate: carried whole inside the sentence.
+OPAQUE = {"audio", "br", "button", "canvas", "code", "embed", "iframe", "img", "input", "kbd", "math", "object",
+          "picture", "samp", "select", "svg", "textarea", "var", "video", "wbr", "script", "style", "noscript"}
+SKIP = {"script", "style", "pre", "code", "kbd", "samp", "textarea", "svg", "math", "template", "noscript", "head"}
+ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+
+
+def _no_translate(el) -> bool:
+    return el.get("translate", "").lower() == "no" or "notranslate" in el.get("class", "").split()
+
+
+def _is_inline(el) -> bool:
+    return not isinstance(el.tag, str) or localname(el) in INLINE or localname(el) in OPAQUE
+
+
+def _classify(el) -> str:
+    return "tag" if isinstance(el.tag, str) and localname(el) in INLINE and not _no_translate(el) else "void"
+
+
+class _Collector:
+    def __init__(self):
+        self.segments: list[list[Item]] = []
+        self.writers: list = []
+
+    def attributes(self, root) -> None:
+        for el in root.iter():
+            if not isinstance(el.tag, str) or _no_translate(el):
+                continue
+            for name in ATTRIBUTES:
+                if el.get(name, "").strip():
+                    self.segments.append([el.get(name)])
+                    self.writers.append(lambda items, el=el, name=name: el.set(name, "".join(items)))
+
+    def block(self, el) -> None:
+        """The runs of inline content in a block, split at its block children (each visited in turn)."""
+        if not isinstance(el.tag, str) or localname(el) in SKIP or _no_translate(el):
+            return
+        if localname(el) == "title":
+            self._run(el, None, [])
+            return
+        anchor, run = None, []
+        for child in list(el):
+            if _is_inline(child):
+                run.append(child)
+                continue
+            self._run(el, anchor, run)
+            self.block(child)
+            anchor, run = child, []
+        self._run(el, anchor, run)
+
+    def _run(self, parent, anchor, run: list) -> None:
+        text = parent.text if anchor is None else anchor.tail
+        items = items_of(text, run, _classify, collapse=True)
+        self.segments.append(items)
+
+        def write(new_items, parent=parent, anchor=anchor, run=run):
+            start = 0 if anchor is None else parent.index(anchor) + 1
+
+            def set_text(value: str) -> None:
+                if anchor is None:
+                    parent.text = value
+                else:
+                    anchor.tail = value
+
+            replace_run(parent, start, run, new_items, set_text)
+
+        self.writers.append(write)
+
+    def extraction(self, serialize) -> Extraction:
+        def write(outcomes: list[Outcome]) -> bytes:
+            # Attributes first: a Tag copies its element's attributes when it is rebuilt.
+            for writer, outcome in zip(self.writers, outcomes):
+                if outcome.translated:
+                    writer(outcome.items)
+            return serialize()
+
+        return Extraction(self.segments, write)
+
+
+def read(data: bytes, target: str) -> Extraction:
+    """A whole HTML page (or a fragment, written back as a fragment)."""
+    if b"<html" not in data[:4096].lower():
+        return read_fragment(data.decode("utf-8-sig", errors="replace"), target, as_bytes=True)
+    try:  # libxml2 takes a page without a charset declaration for Latin-1; text that reads as UTF-8 is UTF-8
+        data.decode("utf-8")
+        parser = lxml.html.HTMLParser(encoding="utf-8")
+    except UnicodeDecodeError:
+        parser = None  # the page's own declaration, kept when written back
+    tree = lxml.html.parse(io.BytesIO(data), parser)
+    tree.getroot().set("lang", target)
+    encoding = tree.docinfo.encoding or "utf-8"
+    # The parser invents a doctype for a page without one: only a page that had one is written with it.
+    whole = tree if b"<!doctype" in data[:4096].lower() else tree.getroot()
+    return _page(tree.getroot()).extraction(lambda: etree.tostring(whole, method="html", encoding=encoding))
+
+
+def _page(root) -> _Collector:
+    """A whole page: its attributes, the head's title, and the blocks of the rest."""
+    collector = _Collector()
+    collector.attributes(root)
+    for part in root:
+        if localname(part) == "head":
+            for title in part.iter("{*}title", "title"):
+                collector.block(title)
+        else:
+            collector.block(part)
+    return collector
+
+
+def read_fragment(text: str, target: str, as_bytes: bool = False) -> Extraction:
+    """An HTML fragment (the /translate API's format: html); written back as a fragment, nothing added."""
+    if not text.strip():
+        return Extraction([], lambda outcomes: text.encode("utf-8") if as_bytes else text)
+    wrapper = lxml.html.fragment_fromstring(text, create_parent="div")
+    collector = _Collector()
+    collector.attributes(wrapper)
+    collector.block(wrapper)
+
+    def serialize():
+        inner = (wrapper.text or "") + "".join(etree.tostring(c, method="html", encoding="unicode") for c in wrapper)
+        return inner.encode("utf-8") if as_bytes else inner
+
+    return collector.extraction(serialize)
+
+
+def read_xhtml(data: bytes, target: str) -> Extraction:
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, remove_blank_text=False)
+    tree = etree.parse(io.BytesIO(data), parser)
+    root = tree.getroot()
+    root.set(XML_LANG, target)
+    if root.get("lang") is not None:
+        root.set("lang", target)
+    return _page(root).extraction(lambda: etree.tostring(tree, xml_declaration=True, encoding="utf-8"))

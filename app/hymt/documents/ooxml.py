@@ -1,0 +1,168 @@
+"""Paragraphs of Office Open XML (Word's w:p, PowerPoint's a:p) as segments whose runs are markers.
+
+Text in the paragraph's most used formatting is plain text; text in any other formatting (bold, a style, a
+PowerPoint link) is a Tag carrying that run's properties; a Word hyperlink is a Tag around its own runs; tabs,
+breaks, pictures, fields and bookmarks are Voids put back as they were. Runs split by Word for no visible reason
+(equal properties) are joined before translation.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from dataclasses import dataclass
+
+from lxml import etree
+
+from .base import Outcome
+from .inline import Item, Tag, Void
+
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+
+
+@dataclass(frozen=True)
+class Schema:
+    ns: str
+    link: str | None  # the element that wraps runs in a hyperlink (Word); PowerPoint links live in run properties
+    trailing: tuple[str, ...] = ()  # paragraph children that must stay last
+    dropped: tuple[str, ...] = ()  # children with no meaning after translation (spell-check marks)
+    preserve_space: bool = False
+
+    def q(self, name: str) -> str:
+        return f"{{{self.ns}}}{name}"
+
+
+WORD = Schema("http://schemas.openxmlformats.org/wordprocessingml/2006/main", link="hyperlink",
+              dropped=("proofErr", "lastRenderedPageBreak"), preserve_space=True)
+DRAWING = Schema("http://schemas.openxmlformats.org/drawingml/2006/main", link=None, trailing=("endParaRPr",))
+
+
+# Run properties that say nothing a reader sees (PowerPoint's spell-check and edit flags): runs that differ only in
+# them are one formatting, and so are empty properties and none.
+_INVISIBLE = ("err", "dirty", "smtClean", "smtId")
+
+
+def _key(props) -> bytes:
+    if props is None:
+        return b""
+    if any(name in props.attrib for name in _INVISIBLE):
+        props = copy.copy(props)
+        for name in _INVISIBLE:
+            props.attrib.pop(name, None)
+    return etree.tostring(props) if len(props) or props.attrib else b""
+
+
+class Paragraph:
+    """One paragraph: its segment's items, and `write` to put translated items in its place."""
+
+    def __init__(self, p, schema: Schema):
+        self.p, self.s = p, schema
+        pieces = self._pieces(list(p))
+        self.base = self._dominant(pieces)
+        self.items = self._items(pieces, _key(self.base))
+
+    def _pieces(self, children) -> list:
+        s, pieces = self.s, []
+        for child in children:
+            if not isinstance(child.tag, str):
+                pieces.append(("void", child))
+            elif child.tag in (s.q("pPr"), *map(s.q, s.trailing)) or child.tag in map(s.q, s.dropped):
+                continue
+            elif child.tag == s.q("r"):
+                props = child.find(s.q("rPr"))
+                for part in child:
+                    if part.tag == s.q("t"):
+                        pieces.append(("text", props, part.text or ""))
+                    elif part is not props and part.tag not in map(s.q, s.dropped):
+                        pieces.append(("void", ("run", props, part)))
+            elif s.link and child.tag == s.q(s.link):
+                inner = self._pieces(list(child))
+                pieces.append(("link", child, inner, self._dominant(inner)))
+            else:
+                pieces.append(("void", child))
+        return pieces
+
+    @staticmethod
+    def _dominant(pieces):
+        weights: Counter = Counter()
+        exemplar = {}
+        for piece in pieces:
+            if piece[0] == "text":
+                weights[_key(piece[1])] += len(piece[2])
+                exemplar.setdefault(_key(piece[1]), piece[1])
+        return exemplar[weights.most_common(1)[0][0]] if weights else None
+
+    def _items(self, pieces, base_key: bytes) -> list[Item]:
+        items: list[Item] = []
+        for piece in pieces:
+            if piece[0] == "text":
+                key = _key(piece[1])
+                if key == base_key:
+                    if items and isinstance(items[-1], str):
+                        items[-1] += piece[2]
+                    else:
+                        items.append(piece[2])
+                elif items and isinstance(items[-1], Tag) and items[-1].payload[0] == "fmt" and \
+                        _key(items[-1].payload[1]) == key:
+                    items[-1].children[0] += piece[2]
+                else:
+                    items.append(Tag(("fmt", piece[1]), [piece[2]]))
+            elif piece[0] == "link":
+                _, el, inner, base = piece
+                items.append(Tag(("link", el, base), self._items(inner, _key(base))))
+            else:
+                items.append(Void(piece[1]))
+        return items
+
+    def write(self, outcome: Outcome) -> None:
+        s, p = self.s, self.p
+        kept = [c for c in p if isinstance(c.tag, str) and c.tag == s.q("pPr")]
+        trailing = [c for c in p if isinstance(c.tag, str) and c.tag in map(s.q, s.trailing)]
+        built = self._build(outcome.items, self.base, in_link=False)
+        for child in list(p):
+            p.remove(child)
+        p.extend(kept + built + trailing)
+
+    def _build(self, items: list[Item], props, in_link: bool) -> list:
+        out = []
+        for item in items:
+            if isinstance(item, str):
+                if item:
+                    out.append(self._run(props, item))
+            elif isinstance(item, Tag) and item.payload[0] == "fmt":
+                out.extend(self._build(item.children, item.payload[1], in_link))
+            elif isinstance(item, Tag):
+                _, el, base = item.payload
+                inner = self._build(item.children, base, in_link=True)
+                if in_link:  # a link the translation nested in a link: its words join the outer one
+                    out.extend(inner)
+                    continue
+                link = el.makeelement(el.tag, dict(el.attrib))
+                link.extend(inner)
+                out.append(link)
+            elif isinstance(item.payload, tuple):
+                _, run_props, part = item.payload
+                run = self.p.makeelement(self.s.q("r"))
+                if run_props is not None:
+                    run.append(copy.deepcopy(run_props))
+                part.tail = None
+                run.append(part)
+                out.append(run)
+            else:
+                item.payload.tail = None
+                out.append(item.payload)
+        return out
+
+    def _run(self, props, text: str):
+        run = self.p.makeelement(self.s.q("r"))
+        if props is not None:
+            run.append(copy.deepcopy(props))
+        t = etree.SubElement(run, self.s.q("t"))
+        t.text = text
+        if self.s.preserve_space:
+            t.set(XML_SPACE, "preserve")
+        return run
+
+
+def paragraphs(root, schema: Schema) -> list[Paragraph]:
+    return [Paragraph(p, schema) for p in root.iter(schema.q("p"))]

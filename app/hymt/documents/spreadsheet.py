@@ -1,0 +1,26 @@
+"""Spreadsheets (.xlsx) with openpyxl: each text cell a segment; numbers, dates, formulas, styles, merged cells
+and sheet names untouched."""
+
+from __future__ import annotations
+
+import io
+
+import openpyxl
+
+from .base import Extraction, Outcome
+
+
+def read(data: bytes, target: str) -> Extraction:
+    book = openpyxl.load_workbook(io.BytesIO(data))
+    cells = [cell for sheet in book.worksheets for row in sheet.iter_rows() for cell in row
+             if cell.data_type == "s" and isinstance(cell.value, str)]
+
+    def write(outcomes: list[Outcome]) -> bytes:
+        for cell, outcome in zip(cells, outcomes):
+            if outcome.translated:
+                cell.value = "".join(outcome.items)
+        out = io.BytesIO()
+        book.save(out)
+        return out.getvalue()
+
+    return Extraction([[cell.value] for cell in cells], write)

@@ -1,0 +1,59 @@
+"""Subtitles (.srt with srt, .vtt with webvtt-py): each cue's text a segment; numbers, timings, cue settings, notes
+and styles untouched. A cue of several lines is translated as one sentence and broken again into as many lines."""
+
+from __future__ import annotations
+
+import io
+
+import srt
+import webvtt
+
+from .base import Extraction, Outcome
+from .text import decode_utf8
+
+
+def rewrap(text: str, num_lines: int) -> str:
+    """The translation broken into the cue's number of lines, at the spaces nearest to equal lengths."""
+    words = text.split(" ")
+    if num_lines < 2 or len(words) < num_lines:
+        return text
+    lines, rest = [], words
+    for remaining in range(num_lines, 1, -1):
+        goal = len(" ".join(rest)) / remaining
+        taken, size = 1, len(rest[0])
+        while taken < len(rest) - remaining + 1 and abs(size + 1 + len(rest[taken]) - goal) <= abs(size - goal):
+            size += 1 + len(rest[taken])
+            taken += 1
+        lines.append(" ".join(rest[:taken]))
+        rest = rest[taken:]
+    lines.append(" ".join(rest))
+    return "\n".join(lines)
+
+
+def _segments(texts: list[str]) -> list[list]:
+    return [[" ".join(line.strip() for line in t.splitlines())] for t in texts]
+
+
+def read_srt(data: bytes, target: str) -> Extraction:
+    cues = list(srt.parse(decode_utf8(data, ".srt")))
+
+    def write(outcomes: list[Outcome]) -> bytes:
+        for cue, outcome in zip(cues, outcomes):
+            if outcome.translated:
+                cue.content = rewrap("".join(outcome.items), len(cue.content.splitlines()))
+        return srt.compose(cues, reindex=False).encode("utf-8")
+
+    return Extraction(_segments([c.content for c in cues]), write)
+
+
+def read_vtt(data: bytes, target: str) -> Extraction:
+    vtt = webvtt.from_buffer(io.StringIO(decode_utf8(data, ".vtt")))
+    captions = list(vtt.captions)
+
+    def write(outcomes: list[Outcome]) -> bytes:
+        for caption, outcome in zip(captions, outcomes):
+            if outcome.translated:
+                caption.text = rewrap("".join(outcome.items), len(caption.lines))
+        return vtt.content.encode("utf-8")
+
+    return Extraction(_segments([c.text for c in captions]), write)
