@@ -21,8 +21,9 @@ from typing import Callable
 
 import torch
 
-from .. import cleanup, prompts, segment
-from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady
+from .. import cleanup, glossary, prompts, segment
+from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady, Overloaded
+from ..glossary import Glossaries, Term
 from ..languages import Language
 from ..profiles import TIERS, Decision, in_flight, segment_kv_tokens
 from ..settings import Settings
@@ -46,6 +47,14 @@ class Event:
     error: HymtError | None = None
 
 
+@dataclass(frozen=True)
+class Options:
+    """Per-request translation options beside the languages and decoding settings."""
+
+    glossary: tuple[Term, ...] = ()  # the request's own entries; the server's glossaries are added after them
+    context: bool = True  # the preceding segments as context, where the model has a context prompt
+
+
 @dataclass(eq=False)
 class Job:
     id: int
@@ -56,6 +65,11 @@ class Job:
     stream: bool = False  # whether the listener hears every token
     sequences: list[Sequence] = field(default_factory=list)
     results: list[cleanup.Cleaned | None] = field(default_factory=list)
+    sources: list[Language | None] = field(default_factory=list)  # per segment
+    terms: list[list[Term]] = field(default_factory=list)  # per segment: the glossary entries occurring in it
+    misses: dict[int, list[Term]] = field(default_factory=dict)  # segment -> entries its translation lacks
+    retried: set[int] = field(default_factory=set)  # segments translated again after a missed term
+    retry_terms: bool = True
     error: HymtError | None = None
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
@@ -103,6 +117,15 @@ class Job:
         finished = [r for r in self.results if r is not None]
         return {"echo_segments": sum(r.echo for r in finished), "loop_cut_segments": sum(r.loop_cut for r in finished)}
 
+    def glossary_report(self) -> dict | None:
+        """Per segment, the glossary entries its translation lacks (after the retry); None when no entry applied."""
+        applied = sum(len(t) for t in self.terms)
+        if not applied:
+            return None
+        misses = [{"document": self.refs[n][0], "segment": self.refs[n][1], "retried": n in self.retried,
+                   "missing": [t.to_json() for t in terms]} for n, terms in sorted(self.misses.items())]
+        return {"terms_applied": applied, "segments_with_terms": sum(bool(t) for t in self.terms), "misses": misses}
+
     def wait(self, timeout: float | None = None) -> list[str]:
         if not self.done.wait(timeout):
             raise TimeoutError(f"job {self.id} not done after {timeout} s")
@@ -124,8 +147,11 @@ class Startup:
 
 class Engine:
     def __init__(self, settings: Settings, decision: Decision, runner: ModelRunner, adapters: list,
-                 startup: Startup):
+                 startup: Startup, glossaries: Glossaries | None = None):
         self.settings = settings
+        self.glossaries = glossaries
+        self.identified = runner.loaded.family
+        self.family = self.identified.family
         self.decision = decision
         self.runner = runner
         self.adapters = adapters
@@ -146,9 +172,10 @@ class Engine:
     # -- submitting -------------------------------------------------------------------------------------------
     def submit(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
                listener: Callable[[Event], None] | None = None, min_new_tokens: int = 0,
-               stream: bool = False) -> Job:
-        """Segment and queue texts (each with its source language, None if unknown). Raises Overloaded at once
-        when the queue cannot take all of them."""
+               stream: bool = False, options: Options = Options()) -> Job:
+        """Segment and queue texts (each with its source language, None if unknown). Each segment's prompt holds
+        the glossary entries occurring in it, or else (where the model has a context prompt) the document's
+        preceding source segments. Raises Overloaded at once when the queue cannot take all of them."""
         count = self.runner.count_tokens
         documents = [segment.split(text, count, self.settings.max_segment_tokens, src.code if src else "en")
                      for text, src in items]
@@ -156,19 +183,82 @@ class Engine:
                   refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
                   listener=listener, stream=stream)
         job.results = [None] * job.num_segments
+        entries: dict[str | None, list[Term]] = {}
         for n, (d, s) in enumerate(job.refs):
             source, text = items[d][1], documents[d].segments[s]
-            prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer,
-                                                           prompts.user_message(source, target, text)))
-            budget = min(cleanup.max_new_tokens(count(text), self.settings.max_new_tokens),
-                         self.max_seq_tokens - len(prompt_ids))
-            if budget < 1:
-                raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
-                                 error_type="segment_too_long")
-            job.sequences.append(Sequence(
-                prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
-                adapter=adapter_registry.choose(self.adapters, source.code if source else None, target.code),
-                min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text)))
+            key = source.code if source else None
+            if key not in entries:
+                server = self.glossaries.terms(source, target) if self.glossaries else []
+                entries[key] = list(options.glossary) + server
+            terms = glossary.applicable(entries[key], text)
+            context = self._context(documents[d], s) if options.context else ""
+            message = prompts.segment_message(self.family, source, target, text, terms, context)
+            if context and not self._fits_whole_budget(message, text):
+                message = prompts.segment_message(self.family, source, target, text, terms)
+            job.sources.append(source)
+            job.terms.append(terms)
+            job.sequences.append(self._sequence(job, n, message, source, text, sampling, min_new_tokens))
+        return self._queue(job)
+
+    def submit_fusion(self, candidates: list[Job], sampling: prompts.Sampling,
+                      listener: Callable[[Event], None] | None = None) -> Job:
+        """Fuse the same texts' candidate translations (jobs done, one per decoding setting) segment by segment with
+        Chimera's prompt. The fused job has the candidates' documents, so it reads back like any job; its
+        glossary misses are reported, not retried."""
+        first = candidates[0]
+        job = Job(id=next(self._ids), target=first.target, documents=first.documents, refs=first.refs,
+                  listener=listener, sources=first.sources, terms=first.terms, retry_terms=False)
+        job.results = [None] * job.num_segments
+        for n, (d, s) in enumerate(job.refs):
+            text = first.documents[d].segments[s]
+            source = first.sources[n]
+            if source is None:
+                raise BadRequest("quality best needs the source language (it could not be detected): give source",
+                                 error_type="unknown_source_language")
+            message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
+            job.sequences.append(self._sequence(job, n, message, source, text, sampling, 0))
+        return self._queue(job)
+
+    def _context(self, document: segment.Document, index: int) -> str:
+        """The segments before this one in its document, newest first, as many as fit HYMT_CONTEXT_TOKENS; only
+        source text, so that the segments of a document still run side by side in one batch (HY-MT1.5's context
+        prompt asks the model not to translate the text above, which is what source text is)."""
+        if not (self.family.context and self.settings.context and index > 0):
+            return ""
+        chosen: list[str] = []
+        left = self.settings.context_tokens
+        for text in reversed(document.segments[:index]):
+            text = text.strip()
+            if not text:
+                continue
+            tokens = self.runner.count_tokens(text)
+            if tokens > left:
+                break
+            chosen.append(text)
+            left -= tokens
+        return "\n".join(reversed(chosen))
+
+    def _fits_whole_budget(self, message: str, text: str) -> bool:
+        """Whether a prompt with context leaves the segment its whole output budget in its KV range."""
+        prompt = self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
+        wanted = cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens)
+        return self.max_seq_tokens - len(prompt) >= wanted
+
+    def _sequence(self, job: Job, n: int, message: str, source: Language | None, text: str,
+                  sampling: prompts.Sampling, min_new_tokens: int) -> Sequence:
+        """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget."""
+        prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
+        budget = min(cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens),
+                     self.max_seq_tokens - len(prompt_ids))
+        if budget < 1:
+            raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
+                             error_type="segment_too_long")
+        return Sequence(prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
+                        adapter=adapter_registry.choose(self.adapters, source.code if source else None,
+                                                        job.target.code),
+                        min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text))
+
+    def _queue(self, job: Job) -> Job:
         if not job.sequences:
             self._end(job, None)
             return job
@@ -266,8 +356,30 @@ class Engine:
         self.scheduler.finish(seq)
         self.runner.stats.segments += 1
         job, source_text = seq.payload
-        job.results[seq.index] = cleanup.clean(source_text, self.decode(seq.output_ids))
+        cleaned = cleanup.clean(source_text, self.decode(seq.output_ids))
+        missed = glossary.missing(job.terms[seq.index], cleaned.text) if job.terms else []
+        if missed and job.retry_terms and seq.index not in job.retried and self._retry(job, seq):
+            return
+        if missed:
+            job.misses[seq.index] = missed
+        job.results[seq.index] = cleaned
         events.append(Event("segment", job, index=seq.index, num_done=job.num_done))
+
+    def _retry(self, job: Job, seq: Sequence) -> bool:
+        """Queue a segment whose translation missed a glossary term once more, with a prompt that insists on the
+        terms (called with the lock held, on the engine thread). False when it cannot be queued."""
+        n = seq.index
+        job.retried.add(n)
+        text = seq.payload[1]
+        message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
+        try:
+            again = self._sequence(job, n, message, job.sources[n], text, seq.sampling, seq.min_new_tokens)
+            self.scheduler.add([again])
+        except (BadRequest, Overloaded) as exc:
+            log.info("job %d segment %d missed a term and cannot be retried: %s", job.id, n, exc.message)
+            return False
+        job.sequences[n] = again
+        return True
 
     def _recover(self, step: Step) -> None:
         """Out of memory in a step: the step's segments (prefill) or the newest half in flight (decoding) go back
@@ -323,6 +435,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
     """Load the decided tier, allocate its KV arena, capture its graphs and prove it with a full-size warm-up;
     on out-of-memory shrink the arena, then step down to the next tier."""
     began = time.perf_counter()
+    glossaries = Glossaries(settings.glossaries) if settings.glossaries else None
     phase = on_phase or (lambda text: None)
     if settings.compile_cache_dir:
         # Compiled kernels persist across restarts here (a volume in the image).
@@ -337,7 +450,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
             decision = decision.with_tier(tier, f"stepped down: {'; '.join(startup.steps)}")
         phase(f"loading weights ({tier.name})")
         try:
-            loaded = load(settings.model, tier)
+            loaded = load(settings.model, tier, settings.model_family)
         except torch.OutOfMemoryError:
             startup.steps.append(f"{tier.name} weights did not fit")
             log.warning("out of memory loading %s; trying the next tier", tier.name)
@@ -363,7 +476,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
                 startup.total_s = time.perf_counter() - began
                 log.info("profile %s ready in %.1f s: %d KV tokens, %d segments in flight, attention %s",
                          decision.profile, startup.total_s, kv_tokens, runner.plan.max_in_flight, runner.attention)
-                return Engine(settings, decision, runner, adapters, startup)
+                return Engine(settings, decision, runner, adapters, startup, glossaries)
             except torch.OutOfMemoryError:
                 startup.steps.append(f"{tier.name} out of memory with {kv_tokens} KV tokens")
                 log.warning("warm-up out of memory with %d KV tokens on %s", kv_tokens, tier.name)
