@@ -41,26 +41,32 @@ async def translate(request: Request) -> JSONResponse:
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     fmt = parsing.choice(data, "format", ("text", "html"), "text")
+    options, quality = parsing.options(data, settings), parsing.quality(data)
     sampling = Sampling(greedy=settings.greedy)
+    if quality == "best":
+        service.fusion_engine()  # 422 at once when the mode is unavailable
     sources, detections = await run_in_threadpool(detect_sources, texts, source)
 
     if fmt == "html":
         docs = [markup.split_html(t) for t in texts]
         items = [(pieces[i], src) for (pieces, idx), src in zip(docs, sources) for i in idx]
-        job = await run_to_end(service, items, target, sampling, request) if items else None
+        job = await run_to_end(service, items, target, sampling, request, options, quality) if items else None
         flat = job.texts() if job else []
         results, pos = [], 0
         for pieces, idx in docs:
             results.append(markup.join_html(pieces, idx, flat[pos:pos + len(idx)]))
             pos += len(idx)
     else:
-        job = await run_to_end(service, list(zip(texts, sources)), target, sampling, request)
+        job = await run_to_end(service, list(zip(texts, sources)), target, sampling, request, options, quality)
         results = job.texts()
 
     body: dict = {"translatedText": results if as_list else results[0]}
     if source is None:
         found = [detected_json(d) for d in detections]
         body["detectedLanguage"] = found if as_list else found[0]
+    report = job.glossary_report() if job else None
+    if report is not None:
+        body["glossary"] = report
     if "alternatives" in data:
         body["alternatives"] = [[] for _ in results] if as_list else []
     return JSONResponse(body)
