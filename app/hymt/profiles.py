@@ -292,6 +292,12 @@ def fusion_settings(settings):
                                glossaries=None, adapters=None, fusion_model=None, model_family="auto")
 
 
+def best_segment_tokens(settings, fusion_max_seq_tokens: int) -> int:
+    """Quality best splits texts finer, so that a segment's fusion prompt (the source, six candidates of about
+    twice its tokens, and the template) and its output fit the fusion engine's longest KV range."""
+    return max(16, min(settings.max_segment_tokens, (fusion_max_seq_tokens - 2 * PROMPT_OVERHEAD_TOKENS) // 16))
+
+
 def fusion_need_bytes(shape: ModelShape, tier: Tier, fusion) -> int:
     """GPU memory for the fusion model at a tier: weights, scratch and a KV arena for FUSION_IN_FLIGHT segments,
     with the allocator's slack."""

@@ -4,6 +4,7 @@ meanwhile), and the bridge that lets async handlers wait on engine jobs without 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -18,7 +19,7 @@ from ..engine.engine import Engine, Event, Job, Options, start
 from ..errors import HymtError, NotReady
 from ..hardware import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language
-from ..profiles import Decision, fusion_settings
+from ..profiles import Decision, best_segment_tokens, fusion_settings
 from ..prompts import CANDIDATE_SAMPLINGS, Sampling
 from ..settings import Settings
 
@@ -162,7 +163,9 @@ async def queue_candidates(service: Service, items: list[tuple[str, Language | N
                            options: Options) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
     """Quality "best", first half: the texts queued once per candidate decoding setting, to run side by side in
     the engine's batch. Refused (422) before any work when no fusion model is available; all or none are queued."""
-    service.fusion_engine()
+    fusion = service.fusion_engine()
+    options = dataclasses.replace(options, max_segment_tokens=best_segment_tokens(service.settings,
+                                                                                   fusion.max_seq_tokens))
     queued: list[tuple[Job, asyncio.Queue[Event]]] = []
     try:
         for sampling in CANDIDATE_SAMPLINGS:

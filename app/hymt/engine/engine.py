@@ -53,6 +53,7 @@ class Options:
 
     glossary: tuple[Term, ...] = ()  # the request's own entries; the server's glossaries are added after them
     context: bool = True  # the preceding segments as context, where the model has a context prompt
+    max_segment_tokens: int | None = None  # shorter segments than the setting's (quality best: fusion prompts fit)
 
 
 @dataclass(eq=False)
@@ -70,6 +71,7 @@ class Job:
     misses: dict[int, list[Term]] = field(default_factory=dict)  # segment -> entries its translation lacks
     retried: set[int] = field(default_factory=set)  # segments translated again after a missed term
     retry_terms: bool = True
+    unfused: set[int] = field(default_factory=set)  # quality best: segments whose fusion prompt did not fit
     error: HymtError | None = None
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
@@ -115,7 +117,11 @@ class Job:
 
     def flags(self) -> dict:
         finished = [r for r in self.results if r is not None]
-        return {"echo_segments": sum(r.echo for r in finished), "loop_cut_segments": sum(r.loop_cut for r in finished)}
+        flags = {"echo_segments": sum(r.echo for r in finished),
+                 "loop_cut_segments": sum(r.loop_cut for r in finished)}
+        if self.unfused:
+            flags["unfused_segments"] = len(self.unfused)
+        return flags
 
     def glossary_report(self) -> dict | None:
         """Per segment, the glossary entries its translation lacks (after the retry); None when no entry applied."""
@@ -177,8 +183,8 @@ class Engine:
         the glossary entries occurring in it, or else (where the model has a context prompt) the document's
         preceding source segments. Raises Overloaded at once when the queue cannot take all of them."""
         count = self.runner.count_tokens
-        documents = [segment.split(text, count, self.settings.max_segment_tokens, src.code if src else "en")
-                     for text, src in items]
+        max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
+        documents = [segment.split(text, count, max_tokens, src.code if src else "en") for text, src in items]
         job = Job(id=next(self._ids), target=target, documents=documents,
                   refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
                   listener=listener, stream=stream)
@@ -204,7 +210,8 @@ class Engine:
                       listener: Callable[[Event], None] | None = None) -> Job:
         """Fuse the same texts' candidate translations (jobs done, one per decoding setting) segment by segment with
         Chimera's prompt. The fused job has the candidates' documents, so it reads back like any job; its
-        glossary misses are reported, not retried."""
+        glossary misses are reported, not retried. A segment whose prompt would not leave its output budget keeps
+        its greedy candidate (the first), counted in the job's flags as unfused."""
         first = candidates[0]
         job = Job(id=next(self._ids), target=first.target, documents=first.documents, refs=first.refs,
                   listener=listener, sources=first.sources, terms=first.terms, retry_terms=False)
@@ -216,7 +223,13 @@ class Engine:
                 raise BadRequest("quality best needs the source language (it could not be detected): give source",
                                  error_type="unknown_source_language")
             message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
-            job.sequences.append(self._sequence(job, n, message, source, text, sampling, 0))
+            if self._fits_whole_budget(message, text):
+                job.sequences.append(self._sequence(job, n, message, source, text, sampling, 0))
+                continue
+            job.unfused.add(n)
+            job.results[n] = first.results[n]
+            job.sequences.append(Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n,
+                                          payload=(job, text)))
         return self._queue(job)
 
     def _context(self, document: segment.Document, index: int) -> str:
@@ -259,13 +272,14 @@ class Engine:
                         min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text))
 
     def _queue(self, job: Job) -> Job:
-        if not job.sequences:
+        pending = [seq for seq in job.sequences if job.results[seq.index] is None]
+        if not pending:
             self._end(job, None)
             return job
         with self._cond:
             if self._stopping:
                 raise NotReady("the server is stopping")
-            self.scheduler.add(job.sequences)
+            self.scheduler.add(pending)
             self._cond.notify()
         return job
 
