@@ -15,6 +15,52 @@ from servers import Server
 GLOSSARY = [{"source": "GPU", "target": "Grafikkarte"}]
 
 
+def _card(gb: float):
+    import dataclasses
+
+    from hymt.hardware import simulate
+
+    return dataclasses.replace(simulate(None, gb), compute_capability=(8, 9))
+
+
+@pytest.mark.parametrize("card_gb,translation,fusion", [
+    (8, "nf4-int8kv", None), (12, "nf4", None), (16, "nf4-int8kv", "nf4-int8kv"), (24, "nf4", "nf4"),
+    (48, "bf16", "bf16"), (80, "bf16", "bf16")])
+def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses(card_gb, translation, fusion):
+    from hymt.hardware import GIB
+    from hymt.planning import HUNYUAN_MT_7B
+    from hymt.profiles import BY_NAME, fusion_need_bytes, fusion_settings, plan, plan_with_fusion
+    from hymt.settings import Settings
+
+    settings = Settings(fusion_model="/models/Hunyuan-MT-Chimera-7B")
+    decision = plan_with_fusion(HUNYUAN_MT_7B, HUNYUAN_MT_7B, _card(card_gb), settings)
+    assert decision.profile == translation
+    if fusion is None:
+        assert decision.fusion["placement"] == "refused" and "no room for both" in decision.fusion["reason"]
+        assert decision.to_json() == {**plan(HUNYUAN_MT_7B, _card(card_gb), settings).to_json(),
+                                      "fusion": decision.fusion}
+        return
+    own = decision.fusion["decision"]
+    assert decision.fusion["placement"] == "resident" and own["profile"] == fusion
+    assert own["max_in_flight"] == 4 and own["max_seq_tokens"] > decision.max_seq_tokens
+    tier = decision.numbers["tiers"][translation]
+    need = fusion_need_bytes(HUNYUAN_MT_7B, BY_NAME[fusion], fusion_settings(settings))
+    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes + need <= card_gb * GIB
+
+
+def test_planning_knows_chimera_serves_itself_and_a_missing_fusion_model(family_model):
+    from hymt.planning import decide
+    from hymt.settings import Settings
+
+    chimera = decide(Settings(model=str(family_model("hunyuan-mt-chimera-7b")), profile="cpu"))
+    assert chimera.fusion["placement"] == "same"
+    alone = decide(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu"))
+    assert alone.fusion["placement"] == "off" and "HYMT_FUSION_MODEL" in alone.fusion["reason"]
+    both = decide(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu",
+                           fusion_model=str(family_model("hunyuan-mt-chimera-7b"))))
+    assert both.fusion["placement"] == "resident" and both.fusion["decision"]["profile"] == "cpu"
+
+
 def _wait_for_fusion(server: Server, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
