@@ -96,6 +96,10 @@ def test_health_and_models_name_the_model_and_the_fusion_placement(server):
     assert health["context"] is True and health["glossaries"]["files"] == 1
     models = httpx.get(f"{server.url}/v1/models").json()["data"]
     assert {m["root"] for m in models} == {"HY-MT1.5-7B"}
+    spec = httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    for path in ("/translate", "/api/translate", "/v1/chat/completions"):
+        fields = spec[path]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        assert {"glossary", "context", "quality"} <= set(fields) and "422" in spec[path]["post"]["responses"]
 
 
 def test_glossary_terms_are_checked_and_misses_reported_per_segment(server):
