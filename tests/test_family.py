@@ -118,3 +118,16 @@ def test_terms_take_precedence_over_context_and_context_needs_the_prompt():
     assert prompts.segment_message(HY_MT15_7B, EN, DE, "Now.", [], "Before.").startswith("Before.\n参考上面的信息")
     assert prompts.segment_message(HUNYUAN_MT_7B, EN, DE, "Now.", [], "Before.") == \
         prompts.user_message(EN, DE, "Now.")
+
+
+def test_make_test_model_command_makes_each_family(tmp_path):
+    import subprocess
+    import sys
+
+    made = subprocess.run([sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "m"),
+                           "--family", "hy-mt1.5-7b"], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    assert identify(tmp_path / "m").family is HY_MT15_7B
+    wrong = subprocess.run([sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "n"),
+                            "--family", "hy-mt2"], capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "hy-mt2" in wrong.stderr

@@ -107,9 +107,13 @@ class Termbase:
         if target.code not in self.codes:
             return []
         t = self.codes.index(target.code)
-        columns = [self.codes.index(source.code)] if source and source.code in self.codes else \
-            [] if source else [i for i in range(len(self.codes)) if i != t]
-        return [Term(row[s], row[t]) for s in columns if s != t for row in self.rows if row[s] and row[t]]
+        if source is None:
+            columns = [i for i in range(len(self.codes)) if i != t]
+        elif source.code in self.codes and source.code != target.code:
+            columns = [self.codes.index(source.code)]
+        else:
+            return []
+        return [Term(row[s], row[t]) for s in columns for row in self.rows if row[s] and row[t]]
 
 
 def read_termbase(path: Path) -> Termbase:
@@ -156,9 +160,20 @@ class Glossaries:
             return []
         return sorted(p for p in self.location.iterdir() if p.suffix.lower() in GLOSSARY_SUFFIXES and p.is_file())
 
+    @staticmethod
+    def _stamp_of(files: list[Path]) -> tuple:
+        stamp = []
+        for path in files:
+            try:
+                info = path.stat()
+            except OSError:  # gone since the listing: the next look sees it gone
+                continue
+            stamp.append((path, info.st_mtime_ns, info.st_size))
+        return tuple(stamp)
+
     def _refresh(self, strict: bool = False) -> None:
         files = self._files()
-        stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.exists())
+        stamp = self._stamp_of(files)
         if stamp == self._stamp:
             return
         bases, errors = {}, {}

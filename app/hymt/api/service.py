@@ -106,7 +106,8 @@ class Service:
         """What /health says about quality "best"."""
         fusion = self.decision.fusion
         own = fusion.get("decision") or {}
-        available = fusion.get("placement") == "same" or (self.fusion is not None and self.fusion.alive)
+        available = self.engine is not None and (fusion.get("placement") == "same"
+                                                 or (self.fusion is not None and self.fusion.alive))
         return {"best": available, "placement": fusion.get("placement", "off"),
                 "reason": self.fusion_error or fusion.get("reason"), "fusion_profile": own.get("profile"),
                 "fusion_model": self.fusion.family.name if self.fusion else None,
