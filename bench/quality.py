@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import SENTENCES, Watcher  # noqa: E402
+from run import _wait_healthy  # noqa: E402
 
 
 def _env(args, card: float | None) -> dict:
@@ -46,20 +47,15 @@ def _env(args, card: float | None) -> dict:
 
 def _wait(url: str, process: subprocess.Popen, timeout: float) -> dict:
     """The server healthy, and the fusion model loaded (or refused: then /health says why)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            health = httpx.get(f"{url}/health", timeout=2).json()
-            quality = health.get("quality") or {}
-            if health.get("status") == "healthy" and health.get("phase") == "ready" and \
-                    (quality.get("best") or quality.get("placement") in ("refused", "off")):
-                return health
-        except (httpx.HTTPError, ValueError):
-            pass
+    health = _wait_healthy(url, process, timeout)
+    while health.get("phase") != "ready" or not _settled(health.get("quality") or {}):
         time.sleep(0.5)
-    raise TimeoutError(f"not ready after {timeout} s")
+        health = httpx.get(f"{url}/health", timeout=10).json()
+    return health
+
+
+def _settled(quality: dict) -> bool:
+    return bool(quality.get("best")) or quality.get("placement") in ("refused", "off")
 
 
 def _latencies(url: str, quality: str, clients: int, per_client: int) -> dict:

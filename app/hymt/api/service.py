@@ -183,10 +183,7 @@ async def candidates_done(service: Service, queued: list[tuple[Job, "asyncio.Que
     """The queued candidates once all are translated; the first failure (or the client leaving) cancels the rest."""
     try:
         for job, events in queued:
-            async for _ in events_until_done(service, job, events, request):
-                pass
-            if job.error is not None:
-                raise job.error
+            await finished(service, job, events, request)
     finally:
         for job, _ in queued:
             if not job.ended:
@@ -207,11 +204,7 @@ async def run_best(service: Service, items: list[tuple[str, Language | None]], t
                    sampling: Sampling, options: Options, request: Request) -> Job:
     jobs = await candidates_done(service, await queue_candidates(service, items, target, options), request)
     fusion, job, events = await submit_fusion(service, jobs, sampling)
-    async for _ in events_until_done(service, job, events, request, fusion):
-        pass
-    if job.error is not None:
-        raise job.error
-    return job
+    return await finished(service, job, events, request, fusion)
 
 
 async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[Event]",
@@ -247,7 +240,13 @@ async def run_to_end(service: Service, items: list[tuple[str, Language | None]],
     if quality == "best":
         return await run_best(service, items, target, sampling, options, request)
     job, events = await submit(service, items, target, sampling, options=options)
-    async for _ in events_until_done(service, job, events, request):
+    return await finished(service, job, events, request)
+
+
+async def finished(service: Service, job: Job, events: "asyncio.Queue[Event]", request: Request,
+                   engine: Engine | None = None) -> Job:
+    """The job once it has ended; its error raised."""
+    async for _ in events_until_done(service, job, events, request, engine):
         pass
     if job.error is not None:
         raise job.error
