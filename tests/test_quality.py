@@ -119,6 +119,20 @@ def test_glossary_terms_are_checked_and_misses_reported_per_segment(server):
     assert "glossary" not in plain
 
 
+def test_a_stream_never_shows_a_translation_that_a_retry_replaces(server):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+    messages = [{"role": "user", "content": "The GPU is fast."}]
+    extra = {"glossary": GLOSSARY, "source_language": "en"}
+    whole = client.chat.completions.create(model="hunyuan-mt:de", messages=messages, extra_body=extra)
+    chunks = list(client.chat.completions.create(model="hunyuan-mt:de", messages=messages, extra_body=extra,
+                                                 stream=True))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert streamed == whole.choices[0].message.content
+    assert chunks[-1].model_extra["glossary"]["misses"][0]["retried"] is True
+
+
 def test_server_glossary_is_read_again_without_a_restart(server, glossary_dir):
     def applied() -> int:
         body = httpx.post(f"{server.url}/api/translate", timeout=60,

@@ -101,7 +101,8 @@ class Job:
 
     def settled_texts(self, decode: Callable[[list[int]], str] | None = None) -> list[str]:
         """Each document translated up to its first unfinished segment: what a stream can show so far. With
-        `decode`, that segment's text generated so far is shown too."""
+        `decode`, that segment's text generated so far is shown too, unless glossary terms apply to it (a missed
+        term has it translated again, and a stream cannot take back what it showed)."""
         per_doc: list[list[str | None]] = [[None] * len(d.segments) for d in self.documents]
         open_docs: set[int] = set()
         for n, ((d, s), result) in enumerate(zip(self.refs, self.results)):
@@ -111,7 +112,7 @@ class Job:
                 per_doc[d][s] = result.text
                 continue
             open_docs.add(d)
-            if decode is not None:
+            if decode is not None and not (self.retry_terms and self.terms and self.terms[n]):
                 per_doc[d][s] = cleanup.partial(decode(list(self.sequences[n].output_ids)))
         return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
 
