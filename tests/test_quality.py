@@ -161,7 +161,7 @@ def test_best_quality_on_every_api(server):
                       json={"text": "One.\nTwo.", "source": "en", "target": "de", "quality": "best",
                             "stream": True}) as response:
         kinds = [line[7:] for line in response.iter_lines() if line.startswith("event: ")]
-    assert kinds == ["start", "candidates", "progress", "progress", "done"]
+    assert kinds[:2] == ["start", "candidates"] and kinds[-1] == "done" and kinds[2:-1] == ["progress"] * 2
 
     from openai import OpenAI
 

@@ -113,6 +113,8 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         loader.join(timeout=0)
         if service.engine is not None:
             service.engine.stop()
+        if service.fusion is not None:
+            service.fusion.stop()
 
     app = Starlette(
         routes=ROUTES,

@@ -49,9 +49,12 @@ class Service:
         def load():
             try:
                 apply_memory_cap(self.settings.gpu_memory_gb)
-                self.engine = (engine_factory or start)(self.settings, self.decision, on_phase)
-                self.decision = self.engine.decision
+                engine = (engine_factory or start)(self.settings, self.decision, on_phase)
+                self.decision = engine.decision
+                # Before the translation engine serves: capturing the fusion model's CUDA graphs while another
+                # thread runs steps on the same GPU is not allowed.
                 self._load_fusion(engine_factory or start, on_phase)
+                self.engine = engine
                 self.phase = "ready"
             except Exception as exc:  # noqa: BLE001 - any start-up failure makes the service unhealthy, with a reason
                 message = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
@@ -66,7 +69,7 @@ class Service:
 
     def _load_fusion(self, factory: Callable[..., Engine], on_phase: Callable[[str], None]) -> None:
         """The fusion model, where the planner placed it beside the translation model. Its failure only refuses
-        quality "best" (with the reason), the translation model keeps serving."""
+        quality "best" (with the reason); the translation model serves all the same."""
         own = self.decision.fusion.get("decision")
         if self.decision.fusion.get("placement") != "resident" or own is None:
             return
