@@ -198,7 +198,7 @@ class Engine:
                 server = self.glossaries.terms(source, target) if self.glossaries else []
                 entries[key] = list(options.glossary) + server
             terms = glossary.applicable(entries[key], text)
-            context = self._context(documents[d], s) if options.context else ""
+            context = self._context(documents[d], s) if options.context and not terms else ""
             message = prompts.segment_message(self.family, source, target, text, terms, context)
             if context and not self._fits_whole_budget(message, text):
                 message = prompts.segment_message(self.family, source, target, text, terms)
