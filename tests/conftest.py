@@ -42,3 +42,18 @@ def engine(cpu_settings):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def family_model(tmp_path_factory):
+    """A tiny model of a given family ("hunyuan-mt-chimera-7b", "hy-mt1.5-7b", ...), made once per run."""
+    from hymt.testmodel import make_test_model
+
+    made: dict[str, Path] = {}
+
+    def make(family: str) -> Path:
+        if family not in made:
+            made[family] = make_test_model(tmp_path_factory.mktemp("family") / "checkpoint", family=family)
+        return made[family]
+
+    return make

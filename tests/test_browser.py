@@ -151,3 +151,66 @@ def test_keyboard_only(page):
     page.keyboard.press("Shift+Tab")
     focused = page.evaluate("document.activeElement.id")
     assert focused == "target"
+
+
+@pytest.fixture(scope="module")
+def quality_server(family_model, tmp_path_factory):
+    srv = Server(family_model("hy-mt1.5-7b"), tmp_path_factory.mktemp("logs") / "browser-quality.log",
+                 HYMT_FUSION_MODEL=str(family_model("hunyuan-mt-chimera-7b")))
+    srv.wait_healthy()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def quality_page(browser, quality_server):
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    pg = context.new_page()
+    pg.goto(quality_server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    pg.wait_for_function("!document.querySelector('#quality-best').disabled", timeout=120_000)
+    yield pg
+    context.close()
+
+
+def test_model_name_and_best_quality_refused_without_a_fusion_model(page):
+    page.wait_for_function("document.querySelector('#model').textContent === 'Hunyuan-MT-7B'")
+    assert page.is_disabled("#quality-best")
+    assert "HYMT_FUSION_MODEL" in page.inner_text("#quality-note")
+
+
+def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
+    page = quality_page
+    assert page.inner_text("#model") == "HY-MT1.5-7B"
+    assert "seven times the work" in page.inner_text("#quality-note")
+    page.click("#glossary summary")
+    page.click("#glossary-add")
+    page.fill("#glossary-rows tr:nth-child(1) td:nth-child(1) input", "GPU")
+    page.fill("#glossary-rows tr:nth-child(1) td:nth-child(2) input", "Grafikkarte")
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("en\tde\ndriver\tTreiber\nkernel\tKern\n", encoding="utf-8")
+    page.set_input_files("#glossary-file", str(terms))
+    assert page.inner_text("#glossary-count") == "(3 terms)"
+    page.click("#glossary-rows tr:nth-child(3) button")
+    assert page.inner_text("#glossary-count") == "(2 terms)"
+
+    page.check("#quality-best")
+    page.select_option("#source", "en")
+    page.select_option("#target", "de")
+    page.fill("#input", "The GPU needs a new driver.")
+    with page.expect_request("**/api/translate") as sent:
+        page.click("#translate")
+    body = sent.value.post_data_json
+    assert body["quality"] == "best"
+    assert body["glossary"] == [{"source": "GPU", "target": "Grafikkarte"}, {"source": "driver", "target": "Treiber"}]
+    page.wait_for_function("!document.querySelector('#translate').disabled", timeout=120_000)
+    assert page.inner_text("#output") and "Fusing" not in page.inner_text("#output")
+    report = page.inner_text("#glossary-report")
+    assert report.startswith("Glossary: 2 terms applied; missed (after a retry) in segment 1: GPU → Grafikkarte")
+    page.screenshot(path=str(artifacts / "page-glossary-best.png"), full_page=True)
+
+    page.reload()  # the glossary lives as long as the tab
+    page.wait_for_function("document.querySelectorAll('#glossary-rows tr').length === 2")
+    fresh = page.context.new_page()
+    fresh.goto(page.url)
+    assert fresh.inner_text("#glossary-count") == "(0 terms)"

@@ -3,6 +3,8 @@ from transformers import AutoTokenizer
 import pytest
 
 from hymt import prompts
+from hymt.engine.engine import Options
+from hymt.family import HY_MT15_7B
 from hymt.languages import resolve
 
 CASES = [
@@ -64,7 +66,16 @@ def test_formatted_prompt_only_for_segments_with_markers():
 
 def test_engine_uses_the_formatted_prompt_when_asked(engine):
     job = engine.submit([("Press <s1>Save</s1> now.", resolve("en"))], resolve("de"), prompts.Sampling(greedy=True),
-                        formatted=True)
+                        options=Options(formatted=True))
     job.wait(120)
     prompt = engine.runner.loaded.tokenizer.decode(job.sequences[0].prompt_ids)
     assert "keep every tag" in prompt and "<s1>Save</s1>" in prompt
+
+
+def test_hy_mt15_gets_its_official_formatted_prompt_for_marked_segments():
+    en, de = resolve("en"), resolve("de")
+    marked = "Press <s1>Save</s1> now<s2/>"
+    assert prompts.formatted_message(en, de, marked, HY_MT15_7B) == prompts.hy_mt15_formatted_message(de, marked)
+    assert prompts.segment_message(HY_MT15_7B, en, de, marked, [], formatted=True) == \
+        prompts.hy_mt15_formatted_message(de, marked)
+    assert prompts.formatted_message(en, de, "Plain.", HY_MT15_7B) == prompts.user_message(en, de, "Plain.", HY_MT15_7B)

@@ -11,6 +11,7 @@ import sys
 import time
 
 from .errors import BadRequest, HymtError
+from .family import FAMILIES, HUNYUAN_MT_7B
 from .settings import PROFILE_CHOICES, Settings
 
 
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("make-test-model", help="write a tiny random-weight Hunyuan-MT checkpoint")
     m.add_argument("directory")
+    m.add_argument("--family", choices=FAMILIES, default=HUNYUAN_MT_7B.key,
+                   help="which model of the family to imitate (its prompts are chosen by this)")
 
     q = sub.add_parser("quantize", help="make an INT4 GPTQ checkpoint from a bf16 one (needs hymt[quantize])")
     q.add_argument("--model", required=True, help="the bf16 checkpoint directory or hub id")
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "make-test-model":
             from .testmodel import make_test_model
 
-            print(make_test_model(args.directory))
+            print(make_test_model(args.directory, family=args.family))
             return 0
     except HymtError as exc:
         print(f"hymt: error: {exc.message}", file=sys.stderr)

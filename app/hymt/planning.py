@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .hardware import visible_gpu
-from .profiles import Decision, ModelShape, plan
+from .family import CHIMERA_7B, from_name, identify
+from .profiles import Decision, ModelShape, plan, plan_with_fusion
 from .settings import Settings
 
 log = logging.getLogger("hymt.planning")
@@ -36,6 +37,26 @@ def decide(settings: Settings) -> Decision:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot read decision file {settings.decision_file}: {exc}") from None
     shape, source = model_shape(settings.model)
-    decision = plan(shape, visible_gpu(settings.gpu_memory_gb), settings)
+    gpu = visible_gpu(settings.gpu_memory_gb)
+    if _family(settings) is CHIMERA_7B:
+        decision = plan(shape, gpu, settings)
+        decision.fusion = {"placement": "same", "decision": None,
+                           "reason": "the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"}
+    elif settings.fusion_model:
+        decision = plan_with_fusion(shape, model_shape(settings.fusion_model)[0], gpu, settings)
+    else:
+        decision = plan(shape, gpu, settings)
+        decision.fusion = {"placement": "off", "decision": None,
+                           "reason": "no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"}
     decision.numbers["shape_source"] = source
     return decision
+
+
+def _family(settings: Settings):
+    """The served model's family as far as planning can tell (the loader identifies it again from the files)."""
+    path = Path(settings.model).expanduser()
+    if path.is_dir():
+        return identify(path, settings.model_family).family
+    if settings.model_family != "auto":
+        return identify(path, settings.model_family).family
+    return from_name(settings.model)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .family import HUNYUAN_MT_7B, Family
+from .glossary import Term
 from .languages import Language, is_chinese
 
 ZH_TEMPLATE = "把下面的文本翻译成{target}，不要额外解释。\n\n{text}"
@@ -18,6 +20,35 @@ FORMATTED_XX_TEMPLATE = ("Translate the following segment into {target}, without
                          "Tags such as <s1></s1> and <s2/> in the segment mark formatting: keep every tag in the "
                          "translation, around or at the words that correspond to the tagged words.\n\n{text}")
 _MARKER = re.compile(r"<\s*/?\s*s\d+\s*/?\s*>")
+
+# HY-MT1.5-7B's own prompts (its README, 2025-12-30): another Chinese instruction, the same English one, and
+# official prompts for terminology and context (written in Chinese whatever the pair; the target's Chinese name).
+HY_MT15_ZH_TEMPLATE = "将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n\n{text}"
+HY_MT15_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n{text}"
+HY_MT15_TERM_LINE = "{source} 翻译成 {target}"
+HY_MT15_CONTEXT_TEMPLATE = "{context}\n参考上面的信息，把下面的文本翻译成{target}，注意不需要翻译上文，也不要额外解释：\n{text}\n"
+HY_MT15_FORMATTED_TEMPLATE = (
+    "将以下<source></source>之间的文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释，原文中的<sn></sn>标签表示"
+    "标签内文本包含格式信息，需要在译文中相应的位置尽量保留该标签。输出格式为：<target>str</target>\n\n"
+    "<source>{text}</source>")
+
+# Hunyuan-MT-7B has no official terminology prompt: the same shape as HY-MT1.5's (the reference translations above
+# the model's own instruction), in the language of the instruction it was trained on.
+ZH_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n\n" + ZH_TEMPLATE
+XX_TERMINOLOGY_TEMPLATE = "Refer to the following translations:\n{terms}\n\n" + XX_TEMPLATE
+XX_TERM_LINE = "{source} is translated as {target}"
+# The retry after a missed term: the same prompt with a header that insists.
+ZH_STRICT_HEADER = ("参考下面的翻译：", "译文必须严格使用下面的术语译法：")
+XX_STRICT_HEADER = ("Refer to the following translations:",
+                    "The translation must use exactly these translations of the terms:")
+
+# Hunyuan-MT-Chimera-7B's official prompt: six candidates in, one refined translation out.
+NUM_FUSION_CANDIDATES = 6
+FUSION_TEMPLATE = (
+    "Analyze the following multiple {target} translations of the {source} segment surrounded in triple backticks "
+    "and generate a single refined {target} translation. Only output the refined translation, do not explain.\n\n"
+    "The {source} segment:\n```{text}```\n\n"
+    "The multiple {target} translations:\n{candidates}")
 
 # The rendering the model was trained on: <|startoftext|>{user}<|extra_0|>; the answer ends with <|eos|>.
 STOP_TOKEN = "<|eos|>"
@@ -58,25 +89,95 @@ class Sampling:
                 "repetition_penalty": self.repetition_penalty}
 
 
-def user_message(source: Language | None, target: Language, text: str) -> str:
-    """The official instruction: the Chinese template when Chinese is on either side, else the English one.
+# Quality "best": the six decoding settings of the candidates Chimera fuses (its candidates came from Hunyuan-MT-7B
+# "under varying sampling settings"): greedy, the recommended sampling, and cooler and hotter variants of it.
+CANDIDATE_SAMPLINGS = (
+    Sampling(greedy=True),
+    Sampling(),
+    Sampling(temperature=0.5, top_p=0.5, top_k=10),
+    Sampling(temperature=0.9, top_p=0.8, top_k=40),
+    Sampling(temperature=1.0, top_p=0.9, top_k=50),
+    Sampling(temperature=1.1, top_p=0.95, top_k=100, repetition_penalty=1.1),
+)
 
-    With an unknown source (auto-detection failed) the English template is used unless the target is Chinese.
-    """
-    chinese_side = is_chinese(target) or (source is not None and is_chinese(source))
-    if chinese_side:
-        return ZH_TEMPLATE.format(target=target.chinese, text=text)
+
+def _chinese_side(source: Language | None, target: Language) -> bool:
+    """Chinese on either side; with an unknown source (detection failed), only a Chinese target counts."""
+    return is_chinese(target) or (source is not None and is_chinese(source))
+
+
+def user_message(source: Language | None, target: Language, text: str, family: Family = HUNYUAN_MT_7B) -> str:
+    """The family's official instruction: the Chinese template when Chinese is on either side, else the English
+    one. Chimera translates with Hunyuan-MT-7B's prompts (its candidates come from that model)."""
+    if _chinese_side(source, target):
+        template = HY_MT15_ZH_TEMPLATE if family.key == "hy-mt1.5-7b" else ZH_TEMPLATE
+        return template.format(target=target.chinese, text=text)
     return XX_TEMPLATE.format(target=target.english, text=text)
 
 
-def formatted_message(source: Language | None, target: Language, text: str) -> str:
-    """The instruction for a segment that may carry markup markers: the formatted-translation instruction when it
-    has markers, the plain official one when it has none."""
-    if not _MARKER.search(text):
-        return user_message(source, target, text)
+def has_markers(text: str) -> bool:
+    return bool(_MARKER.search(text))
+
+
+def formatted_message(source: Language | None, target: Language, text: str, family: Family = HUNYUAN_MT_7B) -> str:
+    """The instruction for a segment that may carry markup markers: the family's official formatted-translation
+    prompt (HY-MT1.5), else the tested equivalent, when it has markers; the plain official one when it has none."""
+    if not has_markers(text):
+        return user_message(source, target, text, family)
+    if family.formatted:
+        return hy_mt15_formatted_message(target, text)
     if is_chinese(target) or (source is not None and is_chinese(source)):
         return FORMATTED_ZH_TEMPLATE.format(target=target.chinese, text=text)
     return FORMATTED_XX_TEMPLATE.format(target=target.english, text=text)
+def terminology_message(source: Language | None, target: Language, text: str, terms: list[Term],
+                        family: Family = HUNYUAN_MT_7B, strict: bool = False) -> str:
+    """The segment with the glossary entries that occur in it: HY-MT1.5's official terminology prompt, or its
+    equivalent in Hunyuan-MT-7B's instruction. `strict` is the retry after a term was missed."""
+    if family.terminology:
+        lines = "\n".join(HY_MT15_TERM_LINE.format(source=t.source, target=t.target) for t in terms)
+        message = HY_MT15_TERMINOLOGY_TEMPLATE.format(terms=lines, target=target.chinese, text=text)
+        header = ZH_STRICT_HEADER
+    elif _chinese_side(source, target):
+        lines = "\n".join(HY_MT15_TERM_LINE.format(source=t.source, target=t.target) for t in terms)
+        message = ZH_TERMINOLOGY_TEMPLATE.format(terms=lines, target=target.chinese, text=text)
+        header = ZH_STRICT_HEADER
+    else:
+        lines = "\n".join(XX_TERM_LINE.format(source=t.source, target=t.target) for t in terms)
+        message = XX_TERMINOLOGY_TEMPLATE.format(terms=lines, target=target.english, text=text)
+        header = XX_STRICT_HEADER
+    return message.replace(header[0], header[1], 1) if strict else message
+
+
+def context_message(target: Language, text: str, context: str) -> str:
+    """HY-MT1.5's official contextual translation: the preceding text as information, not to be translated."""
+    return HY_MT15_CONTEXT_TEMPLATE.format(context=context, target=target.chinese, text=text)
+
+
+def hy_mt15_formatted_message(target: Language, text_with_format: str) -> str:
+    """HY-MT1.5's official formatted translation (<sn></sn> tags kept, the answer inside <target></target>)."""
+    return HY_MT15_FORMATTED_TEMPLATE.format(target=target.chinese, text=text_with_format)
+
+
+def fusion_message(source: Language, target: Language, text: str, candidates: list[str]) -> str:
+    """Chimera's official prompt over exactly six candidate translations (English language names)."""
+    if len(candidates) != NUM_FUSION_CANDIDATES:
+        raise ValueError(f"Chimera fuses exactly {NUM_FUSION_CANDIDATES} candidates, not {len(candidates)}")
+    listed = "\n".join(f"{n}. ```{c}```" for n, c in enumerate(candidates, start=1))
+    return FUSION_TEMPLATE.format(source=source.english, target=target.english, text=text, candidates=listed)
+
+
+def segment_message(family: Family, source: Language | None, target: Language, text: str, terms: list[Term],
+                    context: str = "", strict: bool = False, formatted: bool = False) -> str:
+    """The prompt for one segment: the formatted-translation prompt for a segment with markup markers; else with
+    its glossary entries when any occur in it (they take precedence: no official prompt combines the two), else
+    with the preceding text when the family has a context prompt."""
+    if formatted:
+        return formatted_message(source, target, text, family)
+    if terms:
+        return terminology_message(source, target, text, terms, family, strict)
+    if context and family.context:
+        return context_message(target, text, context)
+    return user_message(source, target, text, family)
 
 
 def render(tokenizer, message: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import ConfigError
+from .family import FAMILY_CHOICES
 
 PROFILE_CHOICES = ("auto", "bf16", "bf16-int8kv", "int4", "int4-int8kv", "int8", "nf4", "nf4-int8kv", "cpu")
 
@@ -60,6 +61,16 @@ class Settings:
     health_failures: int = 3  # consecutive failed checks before the server is restarted
     health_grace_s: float = 900.0  # how long a (re)started server may stay "loading"
     health_backoff_max_s: float = 300.0
+    # Which model of the family the checkpoint holds (its prompts follow): auto tells from the checkpoint's name.
+    model_family: str = "auto"
+    # Server-wide glossaries: a TSV/CSV file or a directory of them, read again when one changes.
+    glossaries: str | None = None
+    # The preceding segments of a document as context, where the model has a context prompt (HY-MT1.5), and how
+    # many tokens of them at most.
+    context: bool = True
+    context_tokens: int = 192
+    # Hunyuan-MT-Chimera-7B's checkpoint for quality "best" (not needed when HYMT_MODEL is Chimera itself).
+    fusion_model: str | None = None
 
     @property
     def supervisor_url(self) -> str:
@@ -83,6 +94,10 @@ class Settings:
         for name in ("max_file_bytes", "file_retention_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
+        if self.model_family not in FAMILY_CHOICES:
+            raise ConfigError(f"HYMT_MODEL_FAMILY must be one of {', '.join(FAMILY_CHOICES)}, not {self.model_family!r}")
+        if self.context_tokens < 0:
+            raise ConfigError(f"HYMT_CONTEXT_TOKENS must be 0 or more, not {self.context_tokens}")
         if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:
             raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .family import FAMILIES, HUNYUAN_MT_7B
 from .languages import LANGUAGES
 from .prompts import CHAT_TEMPLATE, XX_TEMPLATE, ZH_TEMPLATE
 
@@ -74,7 +75,13 @@ def build_tokenizer():
     )
 
 
-def make_test_model(directory: str | Path, seed: int = 0) -> Path:
+# The hub repository of each family, as transformers records it in a saved config's `_name_or_path`.
+HUB_IDS = {"hunyuan-mt-7b": "tencent/Hunyuan-MT-7B", "hunyuan-mt-chimera-7b": "tencent/Hunyuan-MT-Chimera-7B",
+           "hy-mt1.5-7b": "tencent/HY-MT1.5-7B"}
+
+
+def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_MT_7B.key) -> Path:
+    """A tiny model of one family of the Hunyuan-MT models: the family's hub id is recorded in its config."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig, HunYuanDenseV1Config
 
@@ -88,5 +95,8 @@ def make_test_model(directory: str | Path, seed: int = 0) -> Path:
         do_sample=True, top_k=20, top_p=0.6, temperature=0.7, repetition_penalty=1.05,
     )
     model.save_pretrained(out)
+    config_path = out / "config.json"
+    saved = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({"_name_or_path": HUB_IDS[FAMILIES[family].key], **saved}, indent=2) + "\n")
     build_tokenizer().save_pretrained(out)
     return out

@@ -117,6 +117,8 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         if service.engine is not None:
             service.engine.stop()
         app.state.files.close()
+        if service.fusion is not None:
+            service.fusion.stop()
 
     app = Starlette(
         routes=ROUTES,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -42,7 +44,10 @@ async def translate(request: Request) -> JSONResponse:
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     fmt = parsing.choice(data, "format", ("text", "html"), "text")
+    options, quality = parsing.options(data, settings), parsing.quality(data)
     sampling = Sampling(greedy=settings.greedy)
+    if quality == "best":
+        service.fusion_engine()  # 422 at once when the mode is unavailable
     sources, detections = await run_in_threadpool(detect_sources, texts, source)
 
     fallbacks = None
@@ -50,7 +55,8 @@ async def translate(request: Request) -> JSONResponse:
         # A real HTML parser; each sentence with its inline tags as markers is one segment.
         docs = [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
         items = [(text, src) for doc, src in zip(docs, sources) for text in doc.texts]
-        job = await run_to_end(service, items, target, sampling, request, formatted=True) if items else None
+        job = await run_to_end(service, items, target, sampling, request, replace(options, formatted=True),
+                               quality) if items else None
         flat = job.texts() if job else []
         finished, pos = [], 0
         for doc in docs:
@@ -59,7 +65,7 @@ async def translate(request: Request) -> JSONResponse:
         results = [r.data for r in finished]
         fallbacks = sum(r.markup_fallbacks for r in finished)
     else:
-        job = await run_to_end(service, list(zip(texts, sources)), target, sampling, request)
+        job = await run_to_end(service, list(zip(texts, sources)), target, sampling, request, options, quality)
         results = job.texts()
 
     body: dict = {"translatedText": results if as_list else results[0]}
@@ -68,6 +74,9 @@ async def translate(request: Request) -> JSONResponse:
         body["detectedLanguage"] = found if as_list else found[0]
     if fallbacks is not None:
         body["markup_fallback_segments"] = fallbacks
+    report = job.glossary_report() if job else None
+    if report is not None:
+        body["glossary"] = report
     if "alternatives" in data:
         body["alternatives"] = [[] for _ in results] if as_list else []
     return JSONResponse(body)

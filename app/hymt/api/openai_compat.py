@@ -1,7 +1,8 @@
 """OpenAI-compatible chat completions: the last user message is the text to translate.
 
 The target language comes from the model name's suffix ("hunyuan-mt:de") or the extra field `target_language`
-(`extra_body` in the OpenAI clients); `source_language` is optional (auto-detected by default).
+(`extra_body` in the OpenAI clients); `source_language` is optional (auto-detected by default). The extra fields
+`glossary`, `context` and `quality` are those of /translate.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ MODEL_NAME = "hunyuan-mt"
 
 
 async def models(request: Request) -> JSONResponse:
-    created = int(request.app.state.service.started_at_wall)
+    service: Service = request.app.state.service
+    created = int(service.started_at_wall)
+    # Which model runs (known once it is loaded): an extra field that OpenAI clients keep in model_extra.
+    family = service.engine.family.name if service.engine else None
     names = [MODEL_NAME] + [f"{MODEL_NAME}:{lang.code}" for lang in LANGUAGES]
     return JSONResponse({"object": "list", "data": [{"id": n, "object": "model", "created": created,
-                                                     "owned_by": "hymt"} for n in names]})
+                                                     "owned_by": "hymt", "root": family} for n in names]})
 
 
 def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bool]:
@@ -64,12 +68,25 @@ async def chat_completions(request: Request):
     service.ready_engine()  # 503 while loading, before any parsing or detection work
     data = await parsing.read_request(request, service.settings)
     model, text, source, target, sampling, stream = _parse(data, service.settings)
+    options, quality = parsing.options(data, service.settings), parsing.quality(data)
+    if quality == "best":
+        service.fusion_engine()  # 422 at once when the mode is unavailable
     (src,), _ = await run_in_threadpool(detect_sources, [text], source)
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())
-    if not stream:
-        job = await run_to_end(service, [(text, src)], target, sampling, request)
+
+    def chunk(delta: dict, finish: str | None = None, **extra) -> str:
+        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    if not stream or quality == "best":
+        # Quality "best" answers when the fusion is done: a stream of it is one chunk.
+        job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
         (translated,) = job.texts()
+        if stream:
+            return StreamingResponse(_one_chunk(chunk, translated, job.glossary_report()),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         tokens_in = service.engine.runner.count_tokens(text)
         tokens_out = job.tokens_out
         return JSONResponse({
@@ -78,14 +95,10 @@ async def chat_completions(request: Request):
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                       "total_tokens": tokens_in + tokens_out},
+            "glossary": job.glossary_report(),
         })
 
-    job, events = await submit(service, [(text, src)], target, sampling, stream=True)
-
-    def chunk(delta: dict, finish: str | None = None) -> str:
-        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
 
     async def body():
         yield chunk({"role": "assistant", "content": ""})
@@ -101,8 +114,14 @@ async def chat_completions(request: Request):
             if len(done) > len(sent) and done.startswith(sent):
                 yield chunk({"content": done[len(sent):]})
                 sent = done
-        yield chunk({}, "stop")
+        yield chunk({}, "stop", glossary=job.glossary_report())
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
+
+
+async def _one_chunk(chunk, text: str, glossary: dict | None):
+    yield chunk({"role": "assistant", "content": text})
+    yield chunk({}, "stop", glossary=glossary)
+    yield "data: [DONE]\n\n"

@@ -6,6 +6,7 @@ from .. import __version__
 
 _ERROR = {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _ERRORS = {"400": _ERROR, "403": _ERROR, "413": _ERROR, "429": _ERROR, "503": _ERROR}
+_TRANSLATION_ERRORS = {**_ERRORS, "422": _ERROR}
 
 
 def _body(properties: dict, required: list[str], forms: bool = True) -> dict:
@@ -18,6 +19,20 @@ def _body(properties: dict, required: list[str], forms: bool = True) -> dict:
 
 _LANG = {"type": "string", "description": "language code (see /languages); aliases such as zh-CN, pt-BR accepted"}
 _Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "text(s)"}
+_GLOSSARY = {"type": "array", "maxItems": 500, "description": (
+    "terms to translate a fixed way: only those occurring in a segment go into its prompt; each is checked in the "
+    "translation, a miss is retried once with stronger guidance and reported in the answer's `glossary`. Added to "
+    "the server's glossaries (HYMT_GLOSSARIES). In a form, a JSON string of the list"),
+    "items": {"type": "object", "required": ["source", "target"],
+              "properties": {"source": {"type": "string", "maxLength": 200},
+                             "target": {"type": "string", "maxLength": 200}}}}
+_CONTEXT = {"type": "boolean", "default": True, "description": (
+    "translate each segment of a text with its preceding segments as context (HY-MT1.5-7B's context prompt; "
+    "models without one ignore it)")}
+_QUALITY = {"enum": ["standard", "best"], "default": "standard", "description": (
+    "best: six candidate translations under varied decoding settings, fused into one by Hunyuan-MT-Chimera-7B "
+    "(about seven times the work); 422 with the reason where the server has no fusion model")}
+_QUALITY_FIELDS = {"glossary": _GLOSSARY, "context": _CONTEXT, "quality": _QUALITY}
 
 _FILE_BODY = {"required": True, "content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["file", "target"],
@@ -33,9 +48,10 @@ SPEC = {
             "summary": "Translate text (LibreTranslate API)",
             "requestBody": _body({"q": _Q, "source": {**_LANG, "default": "auto"}, "target": _LANG,
                                   "format": {"enum": ["text", "html"], "default": "text"},
-                                  "api_key": {"type": "string"}}, ["q", "target"]),
-            "responses": {"200": {"description": "translatedText (and detectedLanguage when source is auto)"},
-                          **_ERRORS}}},
+                                  "api_key": {"type": "string"}, **_QUALITY_FIELDS}, ["q", "target"]),
+            "responses": {"200": {"description": "translatedText (and detectedLanguage when source is auto; glossary "
+                                                 "{terms_applied, segments_with_terms, misses} when terms applied)"},
+                          **_TRANSLATION_ERRORS}}},
         "/detect": {"post": {
             "summary": "Detect the language of text (LibreTranslate API)",
             "requestBody": _body({"q": _Q, "api_key": {"type": "string"}}, ["q"]),
@@ -48,9 +64,12 @@ SPEC = {
             "summary": "The web page's endpoint; stream=true answers with Server-Sent Events "
                        "(start, progress per segment with the partial text, done, or error)",
             "requestBody": _body({"text": {"type": "string"}, "source": {**_LANG, "default": "auto"},
-                                  "target": _LANG, "stream": {"type": "boolean"}, "greedy": {"type": "boolean"}},
+                                  "target": _LANG, "stream": {"type": "boolean"}, "greedy": {"type": "boolean"},
+                                  **_QUALITY_FIELDS},
                                  ["text", "target"], forms=False),
-            "responses": {"200": {"description": "JSON, or text/event-stream when stream=true"}, **_ERRORS}}},
+            "responses": {"200": {"description": "JSON, or text/event-stream when stream=true (quality best: start, "
+                                                 "candidates, progress per fused segment, done)"},
+                          **_TRANSLATION_ERRORS}}},
         "/translate_file": {"post": {
             "summary": "Translate a document (LibreTranslate API): .txt .md .html .srt .vtt .docx .pptx .xlsx .po "
                        ".pot .xliff .xlf .epub; the answer's translatedFileUrl downloads the result",
@@ -73,12 +92,17 @@ SPEC = {
             "requestBody": _body({"model": {"type": "string", "example": "hunyuan-mt:de"},
                                   "messages": {"type": "array", "items": {"type": "object"}},
                                   "target_language": _LANG, "source_language": _LANG,
-                                  "stream": {"type": "boolean"}, "temperature": {"type": "number"}},
+                                  "stream": {"type": "boolean"}, "temperature": {"type": "number"},
+                                  **_QUALITY_FIELDS},
                                  ["messages"], forms=False),
-            "responses": {"200": {"description": "chat.completion, or chat.completion.chunk events"}, **_ERRORS}}},
-        "/v1/models": {"get": {"summary": "Model names, one per target language",
+            "responses": {"200": {"description": "chat.completion (with the extra field glossary), or "
+                                                 "chat.completion.chunk events (quality best: one chunk)"},
+                          **_TRANSLATION_ERRORS}}},
+        "/v1/models": {"get": {"summary": "Model names, one per target language; root: the model that runs",
                                "responses": {"200": {"description": "OpenAI model list"}}}},
-        "/health": {"get": {"summary": "Status, profile, GPU memory, queue; 200 only when it can translate",
+        "/health": {"get": {"summary": "Status, profile, GPU memory, queue, the model (model_family), quality best's "
+                                       "availability and placement (quality), glossaries; 200 only when it can "
+                                       "translate",
                             "responses": {"200": {"description": "healthy or degraded"},
                                           "503": {"description": "loading or unhealthy"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text format"}}}},

@@ -10,18 +10,21 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
+from ..errors import HymtError
 from ..hardware import GIB
 from ..prompts import Sampling
 from . import parsing
 from .libre import detected_json, detect_sources
-from .service import Service, events_until_done, run_to_end, submit
+from .service import (Service, candidates_done, events_until_done, queue_candidates, run_to_end, submit,
+                      submit_fusion)
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 
-def _result(job, detected: dict | None) -> dict:
+def _result(job, detected: dict | None, quality: str) -> dict:
     (text,) = job.texts()
-    return {"translatedText": text, "segments": job.num_segments, **job.flags(), "detectedLanguage": detected}
+    return {"translatedText": text, "segments": job.num_segments, **job.flags(), "detectedLanguage": detected,
+            "quality": quality, "glossary": job.glossary_report()}
 
 
 async def translate(request: Request) -> Response:
@@ -33,16 +36,20 @@ async def translate(request: Request) -> Response:
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
+    options, quality = parsing.options(data, settings), parsing.quality(data)
+    if quality == "best":
+        service.fusion_engine()  # 422 at once when the mode is unavailable
     (src,), (found,) = await run_in_threadpool(detect_sources, [text], source)
     detected = detected_json(found) if found else None
     if not parsing.flag(data, "stream"):
-        job = await run_to_end(service, [(text, src)], target, sampling, request)
-        return JSONResponse(_result(job, detected))
+        job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
+        return JSONResponse(_result(job, detected, quality))
+    if quality == "best":
+        queued = await queue_candidates(service, [(text, src)], target, options)  # a full queue: 429 at once
+        return StreamingResponse(_best_stream(service, request, queued, sampling, detected),
+                                 media_type="text/event-stream", headers=SSE_HEADERS)
 
-    job, events = await submit(service, [(text, src)], target, sampling, stream=True)
-
-    def sse(kind: str, body: dict) -> str:
-        return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
+    job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
 
     async def stream():
         yield sse("start", {"segments": job.num_segments, "detectedLanguage": detected})
@@ -55,10 +62,37 @@ async def translate(request: Request) -> Response:
             elif event.kind == "error":
                 yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
             elif event.kind == "done":
-                yield sse("done", _result(job, detected))
+                yield sse("done", _result(job, detected, quality))
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse(kind: str, body: dict) -> str:
+    return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+async def _best_stream(service: Service, request: Request, queued, sampling, detected):
+    """Quality "best" as events: "start", "candidates" when the six are done, "progress" as each segment is
+    fused (with the fused text so far), then "done" (or "error")."""
+    try:
+        yield sse("start", {"segments": queued[0][0].num_segments, "detectedLanguage": detected, "quality": "best"})
+        jobs = await candidates_done(service, queued, request)
+        yield sse("candidates", {"done": len(jobs), "total": len(jobs)})
+        fusion, job, events = await submit_fusion(service, jobs, sampling)
+    except HymtError as exc:
+        yield sse("error", {"error": exc.message, "error_type": exc.error_type})
+        return
+    async for event in events_until_done(service, job, events, request, fusion):
+        if event.kind == "segment":
+            (partial,) = job.settled_texts()
+            yield sse("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
+        elif event.kind == "error":
+            yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
+        elif event.kind == "done":
+            yield sse("done", _result(job, detected, "best"))
 
 
 async def health(request: Request) -> JSONResponse:
@@ -81,6 +115,10 @@ async def health(request: Request) -> JSONResponse:
         "max_in_flight": engine.scheduler.max_in_flight if engine else decision.max_in_flight,
         "attention": engine.attention if engine else None,
         "model": service.settings.model,
+        "model_family": engine.identified.to_json() if engine else None,
+        "quality": service.quality_json(),
+        "context": service.settings.context and bool(engine and engine.family.context),
+        "glossaries": engine.glossaries.status() if engine and engine.glossaries else None,
         "queue_depth": engine.queue_depth if engine else 0,
         "in_flight": engine.in_flight if engine else 0,
         "kv_cache_used_tokens": engine.kv_used_tokens if engine else 0,

@@ -7,7 +7,9 @@ import json
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
+from ..engine.engine import Options
 from ..errors import BadRequest, Forbidden, PayloadTooLarge
+from ..glossary import parse_request
 from ..languages import Language, resolve
 from ..settings import Settings
 
@@ -111,3 +113,24 @@ def flag(data: dict, field: str, default: bool = False) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off", ""):
         return value.lower() in ("true", "1", "yes", "on")
     raise BadRequest(f"{field} must be true or false, not {value!r}", error_type="invalid_type")
+
+
+QUALITIES = ("standard", "best")
+
+
+def options(data: dict, settings: Settings) -> Options:
+    """The translation options of a request: `glossary` (a list of {source, target}; a JSON string of it in a
+    form) and `context` (the document's preceding segments as context; on by default where the model has it)."""
+    value = data.get("glossary")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except ValueError:
+            raise BadRequest("glossary must be a JSON list of {\"source\", \"target\"} objects",
+                             error_type="invalid_json") from None
+    return Options(glossary=tuple(parse_request(value)), context=flag(data, "context", settings.context))
+
+
+def quality(data: dict) -> str:
+    """`quality`: "standard" (one translation) or "best" (six candidates fused by Chimera)."""
+    return choice(data, "quality", QUALITIES, "standard")

@@ -4,6 +4,7 @@ meanwhile), and the bridge that lets async handlers wait on engine jobs without 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -14,12 +15,12 @@ from typing import AsyncIterator, Callable
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..engine.engine import Engine, Event, Job, start
+from ..engine.engine import Engine, Event, Job, Options, start
 from ..errors import HymtError, NotReady
 from ..hardware import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language
-from ..profiles import Decision
-from ..prompts import Sampling
+from ..profiles import Decision, best_segment_tokens, fusion_settings
+from ..prompts import CANDIDATE_SAMPLINGS, Sampling
 from ..settings import Settings
 
 log = logging.getLogger("hymt.service")
@@ -37,6 +38,8 @@ class Service:
     started_at_wall: float = field(default_factory=time.time)
     on_fatal: Callable[[str], None] | None = None
     phase: str = "starting"  # what start-up is doing, for /health until the engine is ready
+    fusion: Engine | None = None  # the fusion model's own engine, when it is resident beside the translation model
+    fusion_error: str | None = None
 
     def load_in_background(self, engine_factory: Callable[..., Engine] | None = None) -> threading.Thread:
         def on_phase(text: str) -> None:
@@ -46,9 +49,13 @@ class Service:
         def load():
             try:
                 apply_memory_cap(self.settings.gpu_memory_gb)
-                self.engine = (engine_factory or start)(self.settings, self.decision, on_phase)
+                engine = (engine_factory or start)(self.settings, self.decision, on_phase)
+                self.decision = engine.decision
+                # Before the translation engine serves: capturing the fusion model's CUDA graphs while another
+                # thread runs steps on the same GPU is not allowed.
+                self._load_fusion(engine_factory or start, on_phase)
+                self.engine = engine
                 self.phase = "ready"
-                self.decision = self.engine.decision
             except Exception as exc:  # noqa: BLE001 - any start-up failure makes the service unhealthy, with a reason
                 message = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
                 log.error("start-up failed: %s", message)
@@ -60,12 +67,54 @@ class Service:
         thread.start()
         return thread
 
+    def _load_fusion(self, factory: Callable[..., Engine], on_phase: Callable[[str], None]) -> None:
+        """The fusion model, where the planner placed it beside the translation model. Its failure only refuses
+        quality "best" (with the reason); the translation model serves all the same."""
+        own = self.decision.fusion.get("decision")
+        if self.decision.fusion.get("placement") != "resident" or own is None:
+            return
+        on_phase("loading the fusion model")
+        try:
+            fusion = factory(fusion_settings(self.settings), Decision(**own),
+                             lambda text: on_phase(f"fusion model: {text}"))
+            # A checkpoint whose name says nothing is taken at the setting's word; one named otherwise is refused.
+            if not fusion.family.fusion and fusion.identified.source != "assumed":
+                fusion.stop()
+                raise HymtError(f"HYMT_FUSION_MODEL holds {fusion.family.name} (told by its "
+                                f"{fusion.identified.source}), not Hunyuan-MT-Chimera-7B")
+            self.fusion = fusion
+        except Exception as exc:  # noqa: BLE001 - the translation model serves on without quality "best"
+            self.fusion_error = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
+            log.error("the fusion model did not start: %s; quality best is refused", self.fusion_error)
+
     def ready_engine(self) -> Engine:
         if self.engine is None:
             raise NotReady(self.load_error or f"the server is starting ({self.phase}); try again shortly")
         if not self.engine.alive:
             raise NotReady("the engine stopped; the service is restarting")
         return self.engine
+
+    def fusion_engine(self) -> Engine:
+        """The engine that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
+        engine = self.ready_engine()
+        placement = self.decision.fusion.get("placement", "off")
+        if placement == "same":
+            return engine
+        if self.fusion is not None and self.fusion.alive:
+            return self.fusion
+        why = self.fusion_error or self.decision.fusion.get("reason") or "no fusion model"
+        raise HymtError(f"quality best is not available: {why}", error_type="quality_unavailable", status=422)
+
+    def quality_json(self) -> dict:
+        """What /health says about quality "best"."""
+        fusion = self.decision.fusion
+        own = fusion.get("decision") or {}
+        available = self.engine is not None and (fusion.get("placement") == "same"
+                                                 or (self.fusion is not None and self.fusion.alive))
+        return {"best": available, "placement": fusion.get("placement", "off"),
+                "reason": self.fusion_error or fusion.get("reason"), "fusion_profile": own.get("profile"),
+                "fusion_model": self.fusion.family.name if self.fusion else None,
+                "candidates": len(CANDIDATE_SAMPLINGS)}
 
     def status(self) -> str:
         if self.load_error is not None or (self.engine is not None and not self.engine.alive):
@@ -94,24 +143,75 @@ class Service:
         return round(used / GIB, 3), round(gpu["total_bytes"] / GIB, 3)
 
 
-async def submit(service: Service, items: list[tuple[str, Language | None]], target: Language, sampling: Sampling,
-                 stream: bool = False, formatted: bool = False) -> tuple[Job, "asyncio.Queue[Event]"]:
-    """Queue a job; its events (every token too, when streaming) arrive on the returned asyncio queue.
-    Tokenizing runs off the event loop."""
-    engine = service.ready_engine()
+def _listener(events: "asyncio.Queue[Event]") -> Callable[[Event], None]:
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue[Event] = asyncio.Queue()
 
     def listener(event: Event) -> None:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    job = await run_in_threadpool(engine.submit, items, target, sampling, listener, stream=stream,
-                                  formatted=formatted)
+    return listener
+
+
+async def submit(service: Service, items: list[tuple[str, Language | None]], target: Language, sampling: Sampling,
+                 stream: bool = False, options: Options = Options()) -> tuple[Job, "asyncio.Queue[Event]"]:
+    """Queue a job; its events (every token too, when streaming) arrive on the returned asyncio queue.
+    Tokenizing runs off the event loop."""
+    engine = service.ready_engine()
+    events: asyncio.Queue[Event] = asyncio.Queue()
+    job = await run_in_threadpool(engine.submit, items, target, sampling, _listener(events), stream=stream,
+                                  options=options)
     return job, events
 
 
+async def queue_candidates(service: Service, items: list[tuple[str, Language | None]], target: Language,
+                           options: Options) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
+    """Quality "best", first half: the texts queued once per candidate decoding setting, to run side by side in
+    the engine's batch. Refused (422) before any work when no fusion model is available; all or none are queued."""
+    fusion = service.fusion_engine()
+    options = dataclasses.replace(options, max_segment_tokens=best_segment_tokens(service.settings,
+                                                                                   fusion.max_seq_tokens))
+    queued: list[tuple[Job, asyncio.Queue[Event]]] = []
+    try:
+        for sampling in CANDIDATE_SAMPLINGS:
+            queued.append(await submit(service, items, target, sampling, options=options))
+    except BaseException:
+        for job, _ in queued:
+            service.engine.cancel(job)
+        raise
+    return queued
+
+
+async def candidates_done(service: Service, queued: list[tuple[Job, "asyncio.Queue[Event]"]],
+                          request: Request) -> list[Job]:
+    """The queued candidates once all are translated; the first failure (or the client leaving) cancels the rest."""
+    try:
+        for job, events in queued:
+            await finished(service, job, events, request)
+    finally:
+        for job, _ in queued:
+            if not job.ended:
+                service.engine.cancel(job)
+    return [job for job, _ in queued]
+
+
+async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling
+                        ) -> tuple[Engine, Job, "asyncio.Queue[Event]"]:
+    """Quality "best", second half: the candidates fused segment by segment by the fusion model."""
+    fusion = service.fusion_engine()
+    events: asyncio.Queue[Event] = asyncio.Queue()
+    job = await run_in_threadpool(fusion.submit_fusion, jobs, sampling, _listener(events))
+    return fusion, job, events
+
+
+async def run_best(service: Service, items: list[tuple[str, Language | None]], target: Language,
+                   sampling: Sampling, options: Options, request: Request) -> Job:
+    jobs = await candidates_done(service, await queue_candidates(service, items, target, options), request)
+    fusion, job, events = await submit_fusion(service, jobs, sampling)
+    return await finished(service, job, events, request, fusion)
+
+
 async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[Event]",
-                            request: Request) -> AsyncIterator[Event]:
+                            request: Request, engine: Engine | None = None) -> AsyncIterator[Event]:
     """The job's events up to its one terminal event ("done" or "error"); a client that disconnects, or a
     consumer that stops early, has the job cancelled. Token events that queued up while the consumer was busy
     are merged into the latest one (a stream shows the text so far, not each token)."""
@@ -133,13 +233,23 @@ async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[E
                 return
     finally:
         if not ended:
-            service.engine.cancel(job)
+            (engine or service.engine).cancel(job)
 
 
 async def run_to_end(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                     sampling: Sampling, request: Request, formatted: bool = False) -> Job:
-    job, events = await submit(service, items, target, sampling, formatted=formatted)
-    async for _ in events_until_done(service, job, events, request):
+                     sampling: Sampling, request: Request, options: Options = Options(),
+                     quality: str = "standard") -> Job:
+    """One request's job to its end: a plain translation, or quality "best" (candidates, then their fusion)."""
+    if quality == "best":
+        return await run_best(service, items, target, sampling, options, request)
+    job, events = await submit(service, items, target, sampling, options=options)
+    return await finished(service, job, events, request)
+
+
+async def finished(service: Service, job: Job, events: "asyncio.Queue[Event]", request: Request,
+                   engine: Engine | None = None) -> Job:
+    """The job once it has ended; its error raised."""
+    async for _ in events_until_done(service, job, events, request, engine):
         pass
     if job.error is not None:
         raise job.error

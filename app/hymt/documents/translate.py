@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from typing import Callable
 
+from ..engine.engine import Options
 from ..errors import Cancelled, Overloaded
 from ..languages import Language
 from ..prompts import Sampling
@@ -42,7 +43,8 @@ def translate_texts(engine, texts: list[str], source: Language | None, target: L
                 on_progress(units_done[0], len(texts))
 
         try:
-            job = engine.submit([(t, source) for t in part], target, sampling, listener=listener, formatted=True)
+            job = engine.submit([(t, source) for t in part], target, sampling, listener=listener,
+                                options=Options(formatted=True))
         except Overloaded:
             if part_size > 1:
                 part_size = max(1, part_size // 2)

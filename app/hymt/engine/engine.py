@@ -21,8 +21,9 @@ from typing import Callable
 
 import torch
 
-from .. import cleanup, prompts, segment
-from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady
+from .. import cleanup, glossary, prompts, segment
+from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady, Overloaded
+from ..glossary import Glossaries, Term
 from ..languages import Language
 from ..profiles import TIERS, Decision, in_flight, segment_kv_tokens
 from ..settings import Settings
@@ -46,6 +47,16 @@ class Event:
     error: HymtError | None = None
 
 
+@dataclass(frozen=True)
+class Options:
+    """Per-request translation options beside the languages and decoding settings."""
+
+    glossary: tuple[Term, ...] = ()  # the request's own entries; the server's glossaries are added after them
+    context: bool = True  # the preceding segments as context, where the model has a context prompt
+    max_segment_tokens: int | None = None  # shorter segments than the setting's (quality best: fusion prompts fit)
+    formatted: bool = False  # the texts carry inline markup markers (documents) that the translation must keep
+
+
 @dataclass(eq=False)
 class Job:
     id: int
@@ -56,6 +67,12 @@ class Job:
     stream: bool = False  # whether the listener hears every token
     sequences: list[Sequence] = field(default_factory=list)
     results: list[cleanup.Cleaned | None] = field(default_factory=list)
+    sources: list[Language | None] = field(default_factory=list)  # per segment
+    terms: list[list[Term]] = field(default_factory=list)  # per segment: the glossary entries occurring in it
+    misses: dict[int, list[Term]] = field(default_factory=dict)  # segment -> entries its translation lacks
+    retried: set[int] = field(default_factory=set)  # segments translated again after a missed term
+    retry_terms: bool = True
+    unfused: set[int] = field(default_factory=set)  # quality best: segments whose fusion prompt did not fit
     error: HymtError | None = None
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
@@ -85,7 +102,8 @@ class Job:
 
     def settled_texts(self, decode: Callable[[list[int]], str] | None = None) -> list[str]:
         """Each document translated up to its first unfinished segment: what a stream can show so far. With
-        `decode`, that segment's text generated so far is shown too."""
+        `decode`, that segment's text generated so far is shown too, unless glossary terms apply to it (a missed
+        term has it translated again, and a stream cannot take back what it showed)."""
         per_doc: list[list[str | None]] = [[None] * len(d.segments) for d in self.documents]
         open_docs: set[int] = set()
         for n, ((d, s), result) in enumerate(zip(self.refs, self.results)):
@@ -95,13 +113,26 @@ class Job:
                 per_doc[d][s] = result.text
                 continue
             open_docs.add(d)
-            if decode is not None:
+            if decode is not None and not (self.retry_terms and self.terms and self.terms[n]):
                 per_doc[d][s] = cleanup.partial(decode(list(self.sequences[n].output_ids)))
         return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
 
     def flags(self) -> dict:
         finished = [r for r in self.results if r is not None]
-        return {"echo_segments": sum(r.echo for r in finished), "loop_cut_segments": sum(r.loop_cut for r in finished)}
+        flags = {"echo_segments": sum(r.echo for r in finished),
+                 "loop_cut_segments": sum(r.loop_cut for r in finished)}
+        if self.unfused:
+            flags["unfused_segments"] = len(self.unfused)
+        return flags
+
+    def glossary_report(self) -> dict | None:
+        """Per segment, the glossary entries its translation lacks (after the retry); None when no entry applied."""
+        applied = sum(len(t) for t in self.terms)
+        if not applied:
+            return None
+        misses = [{"document": self.refs[n][0], "segment": self.refs[n][1], "retried": n in self.retried,
+                   "missing": [t.to_json() for t in terms]} for n, terms in sorted(self.misses.items())]
+        return {"terms_applied": applied, "segments_with_terms": sum(bool(t) for t in self.terms), "misses": misses}
 
     def wait(self, timeout: float | None = None) -> list[str]:
         if not self.done.wait(timeout):
@@ -124,8 +155,11 @@ class Startup:
 
 class Engine:
     def __init__(self, settings: Settings, decision: Decision, runner: ModelRunner, adapters: list,
-                 startup: Startup):
+                 startup: Startup, glossaries: Glossaries | None = None):
         self.settings = settings
+        self.glossaries = glossaries
+        self.identified = runner.loaded.family
+        self.family = self.identified.family
         self.decision = decision
         self.runner = runner
         self.adapters = adapters
@@ -146,37 +180,111 @@ class Engine:
     # -- submitting -------------------------------------------------------------------------------------------
     def submit(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
                listener: Callable[[Event], None] | None = None, min_new_tokens: int = 0,
-               stream: bool = False, formatted: bool = False) -> Job:
-        """Segment and queue texts (each with its source language, None if unknown). Raises Overloaded at once
-        when the queue cannot take all of them. `formatted`: the texts carry inline markup markers to keep."""
-        message = prompts.formatted_message if formatted else prompts.user_message
+               stream: bool = False, options: Options = Options()) -> Job:
+        """Segment and queue texts (each with its source language, None if unknown). Each segment's prompt holds
+        the glossary entries occurring in it, or else (where the model has a context prompt) the document's
+        preceding source segments; a segment with inline markup markers (options.formatted) gets the
+        formatted-translation prompt instead. Raises Overloaded at once when the queue cannot take all of them."""
         count = self.runner.count_tokens
-        documents = [segment.split(text, count, self.settings.max_segment_tokens, src.code if src else "en")
-                     for text, src in items]
+        max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
+        documents = [segment.split(text, count, max_tokens, src.code if src else "en") for text, src in items]
         job = Job(id=next(self._ids), target=target, documents=documents,
                   refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
                   listener=listener, stream=stream)
         job.results = [None] * job.num_segments
+        entries: dict[str | None, list[Term]] = {}
         for n, (d, s) in enumerate(job.refs):
             source, text = items[d][1], documents[d].segments[s]
-            prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer,
-                                                           message(source, target, text)))
-            budget = min(cleanup.max_new_tokens(count(text), self.settings.max_new_tokens),
-                         self.max_seq_tokens - len(prompt_ids))
-            if budget < 1:
-                raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
-                                 error_type="segment_too_long")
-            job.sequences.append(Sequence(
-                prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
-                adapter=adapter_registry.choose(self.adapters, source.code if source else None, target.code),
-                min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text)))
-        if not job.sequences:
+            key = source.code if source else None
+            if key not in entries:
+                server = self.glossaries.terms(source, target) if self.glossaries else []
+                entries[key] = list(options.glossary) + server
+            # Markers are kept only by the formatted prompt, and no official prompt combines it with terms.
+            marked = options.formatted and prompts.has_markers(text)
+            terms = [] if marked else glossary.applicable(entries[key], text)
+            context = self._context(documents[d], s) if options.context and not (terms or marked) else ""
+            message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked)
+            if context and not self._fits_whole_budget(message, text):
+                message = prompts.segment_message(self.family, source, target, text, terms)
+            job.sources.append(source)
+            job.terms.append(terms)
+            job.sequences.append(self._sequence(job, n, message, source, text, sampling, min_new_tokens))
+        return self._queue(job)
+
+    def submit_fusion(self, candidates: list[Job], sampling: prompts.Sampling,
+                      listener: Callable[[Event], None] | None = None) -> Job:
+        """Fuse the same texts' candidate translations (jobs done, one per decoding setting) segment by segment with
+        Chimera's prompt. The fused job has the candidates' documents, so it reads back like any job; its
+        glossary misses are reported, not retried. A segment whose prompt would not leave its output budget keeps
+        its greedy candidate (the first), counted in the job's flags as unfused."""
+        first = candidates[0]
+        job = Job(id=next(self._ids), target=first.target, documents=first.documents, refs=first.refs,
+                  listener=listener, sources=first.sources, terms=first.terms, retry_terms=False)
+        job.results = [None] * job.num_segments
+        for n, (d, s) in enumerate(job.refs):
+            text = first.documents[d].segments[s]
+            source = first.sources[n]
+            if source is None:
+                raise BadRequest("quality best needs the source language (it could not be detected): give source",
+                                 error_type="unknown_source_language")
+            message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
+            if self._fits_whole_budget(message, text):
+                job.sequences.append(self._sequence(job, n, message, source, text, sampling, 0))
+                continue
+            job.unfused.add(n)
+            job.results[n] = first.results[n]
+            job.sequences.append(Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n,
+                                          payload=(job, text)))
+        return self._queue(job)
+
+    def _context(self, document: segment.Document, index: int) -> str:
+        """The segments before this one in its document, newest first, as many as fit HYMT_CONTEXT_TOKENS; only
+        source text, so that the segments of a document still run side by side in one batch (HY-MT1.5's context
+        prompt asks the model not to translate the text above, which is what source text is)."""
+        if not (self.family.context and self.settings.context and index > 0):
+            return ""
+        chosen: list[str] = []
+        left = self.settings.context_tokens
+        for text in reversed(document.segments[:index]):
+            text = text.strip()
+            if not text:
+                continue
+            tokens = self.runner.count_tokens(text)
+            if tokens > left:
+                break
+            chosen.append(text)
+            left -= tokens
+        return "\n".join(reversed(chosen))
+
+    def _fits_whole_budget(self, message: str, text: str) -> bool:
+        """Whether a prompt with context leaves the segment its whole output budget in its KV range."""
+        prompt = self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
+        wanted = cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens)
+        return self.max_seq_tokens - len(prompt) >= wanted
+
+    def _sequence(self, job: Job, n: int, message: str, source: Language | None, text: str,
+                  sampling: prompts.Sampling, min_new_tokens: int) -> Sequence:
+        """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget."""
+        prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
+        budget = min(cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens),
+                     self.max_seq_tokens - len(prompt_ids))
+        if budget < 1:
+            raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
+                             error_type="segment_too_long")
+        return Sequence(prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
+                        adapter=adapter_registry.choose(self.adapters, source.code if source else None,
+                                                        job.target.code),
+                        min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text))
+
+    def _queue(self, job: Job) -> Job:
+        pending = [seq for seq in job.sequences if job.results[seq.index] is None]
+        if not pending:
             self._end(job, None)
             return job
         with self._cond:
             if self._stopping:
                 raise NotReady("the server is stopping")
-            self.scheduler.add(job.sequences)
+            self.scheduler.add(pending)
             self._cond.notify()
         return job
 
@@ -267,8 +375,30 @@ class Engine:
         self.scheduler.finish(seq)
         self.runner.stats.segments += 1
         job, source_text = seq.payload
-        job.results[seq.index] = cleanup.clean(source_text, self.decode(seq.output_ids))
+        cleaned = cleanup.clean(source_text, self.decode(seq.output_ids))
+        missed = glossary.missing(job.terms[seq.index], cleaned.text) if job.terms else []
+        if missed and job.retry_terms and seq.index not in job.retried and self._retry(job, seq):
+            return
+        if missed:
+            job.misses[seq.index] = missed
+        job.results[seq.index] = cleaned
         events.append(Event("segment", job, index=seq.index, num_done=job.num_done))
+
+    def _retry(self, job: Job, seq: Sequence) -> bool:
+        """Queue a segment whose translation missed a glossary term once more, with a prompt that insists on the
+        terms (called with the lock held, on the engine thread). False when it cannot be queued."""
+        n = seq.index
+        job.retried.add(n)
+        text = seq.payload[1]
+        message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
+        try:
+            again = self._sequence(job, n, message, job.sources[n], text, seq.sampling, seq.min_new_tokens)
+            self.scheduler.add([again])
+        except (BadRequest, Overloaded) as exc:
+            log.info("job %d segment %d missed a term and cannot be retried: %s", job.id, n, exc.message)
+            return False
+        job.sequences[n] = again
+        return True
 
     def _recover(self, step: Step) -> None:
         """Out of memory in a step: the step's prefilled segments or the newest half in flight (decoding) go back
@@ -324,6 +454,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
     """Load the decided tier, allocate its KV arena, capture its graphs and prove it with a full-size warm-up;
     on out-of-memory shrink the arena, then step down to the next tier."""
     began = time.perf_counter()
+    glossaries = Glossaries(settings.glossaries) if settings.glossaries else None
     phase = on_phase or (lambda text: None)
     if settings.compile_cache_dir:
         # Compiled kernels persist across restarts here (a volume in the image).
@@ -338,7 +469,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
             decision = decision.with_tier(tier, f"stepped down: {'; '.join(startup.steps)}")
         phase(f"loading weights ({tier.name})")
         try:
-            loaded = load(settings.model, tier)
+            loaded = load(settings.model, tier, settings.model_family)
         except torch.OutOfMemoryError:
             startup.steps.append(f"{tier.name} weights did not fit")
             log.warning("out of memory loading %s; trying the next tier", tier.name)
@@ -364,7 +495,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
                 startup.total_s = time.perf_counter() - began
                 log.info("profile %s ready in %.1f s: %d KV tokens, %d segments in flight, attention %s",
                          decision.profile, startup.total_s, kv_tokens, runner.plan.max_in_flight, runner.attention)
-                return Engine(settings, decision, runner, adapters, startup)
+                return Engine(settings, decision, runner, adapters, startup, glossaries)
             except torch.OutOfMemoryError:
                 startup.steps.append(f"{tier.name} out of memory with {kv_tokens} KV tokens")
                 log.warning("warm-up out of memory with %d KV tokens on %s", kv_tokens, tier.name)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ModelLoadError
+from ..family import Identified, identify
 from ..profiles import Tier
 from ..prompts import CHAT_TEMPLATE, PAD_TOKEN, STOP_TOKEN
 
@@ -28,6 +29,7 @@ class Loaded:
     stop_ids: list[int]
     pad_id: int
     load_s: float
+    family: Identified
 
 
 def resolve_checkpoint(model: str) -> Path:
@@ -105,13 +107,14 @@ def _int4():
                                               int4_choose_qparams_algorithm="hqq"))
 
 
-def load(model: str, tier: Tier) -> Loaded:
+def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
     checkpoint = resolve_checkpoint(model)
     config = load_config(checkpoint)
+    identified = identify(checkpoint, family)
     if tier.device == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError(f"profile {tier.name} needs a CUDA GPU, and torch sees none")
     quantization = _quantization(tier, config)
@@ -139,4 +142,4 @@ def load(model: str, tier: Tier) -> Loaded:
         raise ModelLoadError(f"{checkpoint}'s tokenizer has no {STOP_TOKEN} token: not a Hunyuan-MT tokenizer")
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint,
-                  stop_ids=[stop_id], pad_id=pad_id, load_s=time.perf_counter() - started)
+                  stop_ids=[stop_id], pad_id=pad_id, load_s=time.perf_counter() - started, family=identified)

@@ -6,6 +6,7 @@ const state = { languages: [], charLimit: 20000, busy: false, controller: null, 
   fileFormats: [".txt", ".md", ".srt"] };
 // Documents whose translation is text worth showing on the page as well as offering for download.
 const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
+const GLOSSARY_KEY = "hymt.glossary";  // sessionStorage: the glossary lives as long as the tab
 
 function fillSelect(select, filter, withAuto) {
   const keep = select.value;
@@ -79,6 +80,7 @@ async function translate() {
   $("output").textContent = "";
   $("detected").textContent = "";
   $("download").hidden = true;
+  showGlossaryReport(null);
   const progress = $("progress");
   progress.value = 0; progress.hidden = false;
   setBusy(true);
@@ -86,19 +88,24 @@ async function translate() {
   try {
     const response = await fetch("/api/translate", {
       method: "POST", headers: { "Content-Type": "application/json" }, signal: state.controller.signal,
-      body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true }),
+      body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true,
+                             quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() }),
     });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
     await readEvents(response, (kind, body) => {
       if (kind === "start") {
         progress.max = Math.max(1, body.segments);
         if (body.detectedLanguage) showDetected(body.detectedLanguage);
+        if (body.quality === "best") $("output").textContent = "Translating six candidates…";
+      } else if (kind === "candidates") {
+        $("output").textContent = "Fusing the candidates…";
       } else if (kind === "progress" || kind === "token") {
         progress.value = body.done;
         $("output").textContent = body.partial;
       } else if (kind === "done") {
         progress.value = progress.max;
         $("output").textContent = body.translatedText;
+        showGlossaryReport(body.glossary);
       } else if (kind === "error") {
         showError(0, body);
       }
@@ -194,10 +201,100 @@ async function pollHealth() {
     const h = await (await fetch("/health")).json();
     const gpu = h.gpu_memory_total_gb ? `GPU ${h.gpu_memory_used_gb} / ${h.gpu_memory_total_gb} GB` : "CPU";
     const model = String(h.model).split("/").pop();
+    if (h.model_family) $("model").textContent = h.model_family.name;
+    showQuality(h.quality);
     $("status").textContent = `${h.status} · ${model} · profile ${h.profile} · ${gpu} · queue ${h.queue_depth}`;
   } catch (err) {
     $("status").textContent = "server unreachable";
   }
+}
+
+function showQuality(quality) {
+  if (!quality) return;
+  const box = $("quality-best");
+  box.disabled = !quality.best;
+  if (!quality.best) box.checked = false;
+  $("quality-note").textContent = quality.best
+    ? `Six translations fused into one by Hunyuan-MT-Chimera-7B: about seven times the work of one translation, ` +
+      `and the text appears when it is done.`
+    : `Not available here: ${quality.reason}`;
+}
+
+function glossaryRow(source = "", target = "") {
+  const row = document.createElement("tr");
+  for (const [value, label] of [[source, "Source term"], [target, "Translation"]]) {
+    const input = document.createElement("input");
+    input.value = value;
+    input.setAttribute("aria-label", label);
+    input.addEventListener("input", saveGlossary);
+    row.insertCell().append(input);
+  }
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.textContent = "✕";
+  remove.setAttribute("aria-label", "Remove term");
+  remove.addEventListener("click", () => { row.remove(); saveGlossary(); });
+  row.insertCell().append(remove);
+  $("glossary-rows").append(row);
+  return row;
+}
+
+function glossaryTerms() {
+  const terms = [];
+  for (const row of $("glossary-rows").rows) {
+    const [source, target] = [...row.querySelectorAll("input")].map((i) => i.value.trim());
+    if (source && target) terms.push({ source, target });
+  }
+  return terms;
+}
+
+function saveGlossary() {
+  const terms = glossaryTerms();
+  sessionStorage.setItem(GLOSSARY_KEY, JSON.stringify(terms));
+  $("glossary-count").textContent = `(${terms.length} ${terms.length === 1 ? "term" : "terms"})`;
+}
+
+function parseTermFile(name, text) {
+  // Two columns, source and translation; a first row of language codes or column names is a header.
+  const sep = /\.csv$/i.test(name) ? "," : "\t";
+  const codes = new Set(state.languages.map((l) => l.code.toLowerCase()));
+  const rows = text.split(/\r?\n/).filter((line) => line.trim()).map((line) =>
+    line.split(sep).map((cell) => cell.trim().replace(/^"(.*)"$/, "$1")));
+  if (rows.length && rows[0].length >= 2 &&
+      rows[0].slice(0, 2).every((c) => codes.has(c.toLowerCase()) || /^(source|target|term|translation)$/i.test(c))) {
+    rows.shift();
+  }
+  return rows.filter((r) => r.length >= 2 && r[0] && r[1]);
+}
+
+async function importGlossary(file) {
+  const rows = parseTermFile(file.name, await file.text());
+  if (!rows.length) { showError(400, { error: `${file.name} has no rows of two columns (term, translation)` }); return; }
+  for (const [source, target] of rows) glossaryRow(source, target);
+  saveGlossary();
+  $("glossary").open = true;
+}
+
+function showGlossaryReport(report) {
+  const el = $("glossary-report");
+  el.classList.remove("missed");
+  if (!report) { el.textContent = ""; return; }
+  if (!report.misses.length) {
+    el.textContent = `Glossary: ${report.terms_applied} terms applied, all found in the translation.`;
+    return;
+  }
+  const missed = report.misses.map((m) => `segment ${m.segment + 1}: ` +
+    m.missing.map((t) => `${t.source} → ${t.target}`).join(", "));
+  el.textContent = `Glossary: ${report.terms_applied} terms applied; missed (after a retry) in ${missed.join("; ")}`;
+  el.classList.add("missed");
+}
+
+function initGlossary() {
+  for (const { source, target } of JSON.parse(sessionStorage.getItem(GLOSSARY_KEY) || "[]")) glossaryRow(source, target);
+  saveGlossary();
+  $("glossary-add").addEventListener("click", () => { glossaryRow().querySelector("input").focus(); });
+  $("glossary-clear").addEventListener("click", () => { $("glossary-rows").replaceChildren(); saveGlossary(); });
+  $("glossary-file").addEventListener("change", (e) => { if (e.target.files[0]) importGlossary(e.target.files[0]); e.target.value = ""; });
 }
 
 async function init() {
@@ -229,6 +326,7 @@ async function init() {
     setTimeout(() => { $("copy").textContent = "Copy"; }, 1500);
   });
   $("file").addEventListener("change", (e) => { if (e.target.files[0]) loadFile(e.target.files[0]); e.target.value = ""; });
+  initGlossary();
   pollHealth();
   setInterval(pollHealth, 5000);
 }

@@ -1,0 +1,205 @@
+"""Terminology: glossary entries, which of them occur in a segment, whether the translation used them, and the
+server-wide glossary files (TSV or CSV) that are read again whenever one changes on disk.
+
+A glossary file is a small termbase: its first row names a language code per column, each further row gives one
+term in those languages, e.g. `en<TAB>de` / `GPU<TAB>Grafikkarte`. For a request from S to T, the S column's terms
+map to the T column's (with an unknown source language, every other column's).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import re
+import threading
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BadRequest, ConfigError
+from .languages import Language, resolve
+
+log = logging.getLogger("hymt.glossary")
+
+MAX_REQUEST_TERMS = 500
+MAX_TERM_CHARS = 200
+GLOSSARY_SUFFIXES = (".tsv", ".csv")
+# Scripts written without spaces between words (or with particles attached to nouns): a term may sit inside a word.
+_UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
+
+
+@dataclass(frozen=True)
+class Term:
+    source: str
+    target: str
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "target": self.target}
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _spaced(ch: str) -> bool:
+    return ch.isalnum() and not unicodedata.name(ch, "").startswith(_UNSPACED)
+
+
+def occurs(term: str, text: str) -> bool:
+    """Whether `term` occurs in `text`, ignoring case and width; in spaced scripts only as whole words."""
+    folded = _fold(term)
+    if not folded:
+        return False
+    before = r"(?<!\w)" if _spaced(folded[0]) else ""
+    after = r"(?!\w)" if _spaced(folded[-1]) else ""
+    return re.search(before + re.escape(folded) + after, _fold(text)) is not None
+
+
+def applicable(terms: list[Term], text: str) -> list[Term]:
+    """The entries whose source term occurs in the segment, each source term once (the first entry wins)."""
+    seen: set[str] = set()
+    found = []
+    for term in terms:
+        key = _fold(term.source)
+        if key not in seen and occurs(term.source, text):
+            seen.add(key)
+            found.append(term)
+    return found
+
+
+def missing(terms: list[Term], translation: str) -> list[Term]:
+    """The applicable entries whose target term is not in the translation."""
+    return [t for t in terms if not occurs(t.target, translation)]
+
+
+def parse_request(value) -> list[Term]:
+    """A request's `glossary` field: [{"source": ..., "target": ...}, ...], or a 400 saying what is wrong."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadRequest("glossary must be a list of {\"source\", \"target\"} objects", error_type="invalid_type")
+    if len(value) > MAX_REQUEST_TERMS:
+        raise BadRequest(f"glossary has {len(value)} entries; the limit is {MAX_REQUEST_TERMS}",
+                         error_type="too_many_terms")
+    terms = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("source", "target")):
+            raise BadRequest(f"glossary[{i}] must be an object with string fields source and target",
+                             error_type="invalid_type")
+        source, target = entry["source"].strip(), entry["target"].strip()
+        if not source or not target:
+            raise BadRequest(f"glossary[{i}] has an empty source or target", error_type="invalid_value")
+        if len(source) > MAX_TERM_CHARS or len(target) > MAX_TERM_CHARS:
+            raise BadRequest(f"glossary[{i}] is over {MAX_TERM_CHARS} characters", error_type="invalid_value")
+        terms.append(Term(source, target))
+    return terms
+
+
+@dataclass(frozen=True)
+class Termbase:
+    """One glossary file: language codes per column, and its rows."""
+
+    path: Path
+    codes: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def terms(self, source: Language | None, target: Language) -> list[Term]:
+        if target.code not in self.codes:
+            return []
+        t = self.codes.index(target.code)
+        if source is None:
+            columns = [i for i in range(len(self.codes)) if i != t]
+        elif source.code in self.codes and source.code != target.code:
+            columns = [self.codes.index(source.code)]
+        else:
+            return []
+        return [Term(row[s], row[t]) for s in columns for row in self.rows if row[s] and row[t]]
+
+
+def read_termbase(path: Path) -> Termbase:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read glossary {path}: {exc}") from None
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    rows = [[cell.strip() for cell in row] for row in csv.reader(text.splitlines(), delimiter=delimiter)
+            if any(cell.strip() for cell in row)]
+    if len(rows) < 2:
+        raise ConfigError(f"glossary {path} needs a header row of language codes and at least one term row")
+    try:
+        codes = tuple(resolve(code, f"column {i + 1} of {path.name}").code for i, code in enumerate(rows[0]))
+    except BadRequest as exc:
+        raise ConfigError(f"glossary {path}: {exc.message} (the first row names a language code per column)") \
+            from None
+    for n, row in enumerate(rows[1:], start=2):
+        if len(row) != len(codes):
+            raise ConfigError(f"glossary {path} line {n} has {len(row)} cells; the header has {len(codes)}")
+    return Termbase(path, codes, tuple(tuple(row) for row in rows[1:]))
+
+
+class Glossaries:
+    """The server-wide glossaries under a file or directory: read at start (a bad file stops the start), then read
+    again on the first lookup after a file changes, appears or goes (a bad file then keeps the last good version
+    and is reported in `status`)."""
+
+    def __init__(self, location: str):
+        self.location = Path(location).expanduser()
+        if not self.location.exists():
+            raise ConfigError(f"HYMT_GLOSSARIES: {self.location} does not exist")
+        self._lock = threading.Lock()
+        self._stamp: tuple = ()
+        self._bases: dict[Path, Termbase] = {}
+        self.errors: dict[str, str] = {}
+        self.reloads = 0
+        self._refresh(strict=True)
+
+    def _files(self) -> list[Path]:
+        if self.location.is_file():
+            return [self.location]
+        if not self.location.is_dir():
+            return []
+        return sorted(p for p in self.location.iterdir() if p.suffix.lower() in GLOSSARY_SUFFIXES and p.is_file())
+
+    @staticmethod
+    def _stamp_of(files: list[Path]) -> tuple:
+        stamp = []
+        for path in files:
+            try:
+                info = path.stat()
+            except OSError:  # gone since the listing: the next look sees it gone
+                continue
+            stamp.append((path, info.st_mtime_ns, info.st_size))
+        return tuple(stamp)
+
+    def _refresh(self, strict: bool = False) -> None:
+        files = self._files()
+        stamp = self._stamp_of(files)
+        if stamp == self._stamp:
+            return
+        bases, errors = {}, {}
+        for path in files:
+            try:
+                bases[path] = read_termbase(path)
+            except ConfigError as exc:
+                if strict:
+                    raise
+                errors[str(path)] = exc.message
+                log.error("%s; keeping its last good version", exc.message)
+                if path in self._bases:
+                    bases[path] = self._bases[path]
+        self._bases, self.errors, self._stamp = bases, errors, stamp
+        self.reloads += 1
+        log.info("glossaries read: %d files, %d rows", len(bases), sum(len(b.rows) for b in bases.values()))
+
+    def terms(self, source: Language | None, target: Language) -> list[Term]:
+        with self._lock:
+            self._refresh()
+            bases = list(self._bases.values())
+        return [term for base in bases for term in base.terms(source, target)]
+
+    def status(self) -> dict:
+        with self._lock:
+            self._refresh()
+            return {"location": str(self.location), "files": len(self._bases),
+                    "rows": sum(len(b.rows) for b in self._bases.values()), "reloads": self.reloads,
+                    "errors": dict(self.errors)}
