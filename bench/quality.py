@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import SENTENCES, Watcher  # noqa: E402
-from run import _wait_healthy  # noqa: E402
+from run import _wait_healthy, stop  # noqa: E402
 
 
 def _env(args, card: float | None) -> dict:
@@ -119,11 +119,7 @@ def run_card(args, card: float | None, log) -> dict:
     except Exception as exc:  # noqa: BLE001 - a card that fails is a result too
         record["error"] = f"{type(exc).__name__}: {exc}"[:400]
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
     return record
 
 

@@ -228,14 +228,19 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     except Exception as exc:  # noqa: BLE001 - a server that fails is a result too
         records.append({**base, "error": f"{type(exc).__name__}: {exc}"[:400]})
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
     if engine != "seed":
         records.append({**base, **_document(engine, model_dir, card, args, log)})
     return records
+
+
+def stop(process: subprocess.Popen) -> None:
+    """A server stopped as supervisord stops it: SIGTERM, then SIGKILL after 30 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> dict:
