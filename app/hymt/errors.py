@@ -9,6 +9,7 @@ class HymtError(Exception):
     status = 500
     error_type = "internal_error"
     exit_code = 1
+    retry_after_s: int | None = None  # sent as Retry-After when set: when trying again makes sense
 
     def __init__(self, message: str, *, error_type: str | None = None, status: int | None = None):
         super().__init__(message)
@@ -31,25 +32,36 @@ class PayloadTooLarge(HymtError):
     exit_code = 2
 
 
+class UnsupportedMediaType(HymtError):
+    status = 415
+    error_type = "unsupported_media_type"
+
+
 class Forbidden(HymtError):
     status = 403
     error_type = "invalid_api_key"
 
 
 class Overloaded(HymtError):
-    """The queue is full: the request is refused at once rather than left waiting."""
+    """The queue is full, its expected wait too long, or a rate limit reached: refused at once, not left waiting."""
 
     status = 429
     error_type = "overloaded"
 
-    def __init__(self, message: str, retry_after_s: int = 2):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+    def __init__(self, message: str, retry_after_s: int = 2, *, error_type: str | None = None):
+        super().__init__(message, error_type=error_type)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 class NotReady(HymtError):
+    """Loading, stopped or draining: another replica, or this one a little later, can answer."""
+
     status = 503
     error_type = "not_ready"
+
+    def __init__(self, message: str, retry_after_s: int = 5, *, error_type: str | None = None):
+        super().__init__(message, error_type=error_type)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 class Cancelled(HymtError):

@@ -41,6 +41,14 @@ class Settings:
     max_texts: int = 64
     max_upload_bytes: int = 2_000_000
     max_queue_segments: int = 2048
+    # A request is refused at once (429) unless its segments can be expected to start within this many seconds.
+    max_queue_wait_s: float = 30.0
+    # On SIGTERM: seconds to finish the requests in flight (new ones get 503) before exiting. Keep it below the
+    # supervisord and compose stop timeouts, which end the process the hard way.
+    drain_grace_s: float = 30.0
+    # Requests per minute allowed to one API key / one client address (0: no limit); beyond it 429 + Retry-After.
+    rate_limit_per_key: int = 0
+    rate_limit_per_address: int = 0
     adapters: str | None = None
     api_keys: tuple[str, ...] = field(default_factory=tuple)
     decision_file: str | None = None
@@ -75,6 +83,11 @@ class Settings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
+        if self.max_queue_wait_s <= 0:
+            raise ConfigError(f"HYMT_MAX_QUEUE_WAIT_S must be positive, not {self.max_queue_wait_s}")
+        for name in ("drain_grace_s", "rate_limit_per_key", "rate_limit_per_address"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"HYMT_{name.upper()} must be 0 or more, not {getattr(self, name)}")
         if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:
             raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:

@@ -21,6 +21,7 @@ from ..languages import Language
 from ..profiles import Decision
 from ..prompts import Sampling
 from ..settings import Settings
+from .ratelimit import Limits
 
 log = logging.getLogger("hymt.service")
 
@@ -37,6 +38,11 @@ class Service:
     started_at_wall: float = field(default_factory=time.time)
     on_fatal: Callable[[str], None] | None = None
     phase: str = "starting"  # what start-up is doing, for /health until the engine is ready
+    draining: bool = False  # SIGTERM came: requests in flight finish, new ones get 503
+    limits: Limits = field(init=False)
+
+    def __post_init__(self):
+        self.limits = Limits(self.settings.rate_limit_per_key, self.settings.rate_limit_per_address)
 
     def load_in_background(self, engine_factory: Callable[..., Engine] | None = None) -> threading.Thread:
         def on_phase(text: str) -> None:
@@ -61,13 +67,22 @@ class Service:
         return thread
 
     def ready_engine(self) -> Engine:
+        if self.draining:
+            raise NotReady("the server is shutting down and takes no new requests; try again shortly",
+                           max(1, round(self.settings.drain_grace_s)), error_type="draining")
         if self.engine is None:
             raise NotReady(self.load_error or f"the server is starting ({self.phase}); try again shortly")
         if not self.engine.alive:
             raise NotReady("the engine stopped; the service is restarting")
         return self.engine
 
+    def busy(self) -> bool:
+        """Whether the engine still holds segments (waiting or in flight)."""
+        return self.engine is not None and (self.engine.queue_depth > 0 or self.engine.in_flight > 0)
+
     def status(self) -> str:
+        if self.draining:
+            return "draining"
         if self.load_error is not None or (self.engine is not None and not self.engine.alive):
             return "unhealthy"
         if self.engine is None:

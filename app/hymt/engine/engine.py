@@ -22,11 +22,12 @@ from typing import Callable
 import torch
 
 from .. import cleanup, prompts, segment
-from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady
+from ..errors import BadRequest, Cancelled, GenerationError, HymtError, NotReady, Overloaded
 from ..languages import Language
 from ..profiles import TIERS, Decision, in_flight, segment_kv_tokens
 from ..settings import Settings
 from . import adapters as adapter_registry
+from .admission import Admission
 from .loader import load
 from .runner import ModelRunner, RunnerPlan
 from .scheduler import Scheduler, Sequence, State, Step
@@ -140,6 +141,10 @@ class Engine:
         self._ids = itertools.count(1)
         self._stopping = False
         self.last_oom_at: float | None = None
+        # Until throughput is measured under load, the warm-up's prefill rate stands in for it.
+        warmup = startup.warmup
+        seed = warmup.get("prefill_tokens", 0) / warmup["seconds"] if warmup.get("seconds") else 100.0
+        self.admission = Admission(settings.max_queue_wait_s, seed)
         self._thread = threading.Thread(target=self._loop, name="hymt-engine", daemon=True)
         self._thread.start()
 
@@ -175,9 +180,29 @@ class Engine:
         with self._cond:
             if self._stopping:
                 raise NotReady("the server is stopping")
-            self.scheduler.add(job.sequences)
+            self._admit(job)
             self._cond.notify()
         return job
+
+    def _admit(self, job: Job) -> None:
+        """Queue the job's segments if they can be expected to start within HYMT_MAX_QUEUE_WAIT_S; refuse it
+        at once otherwise (and when the queue is full). Called with the lock held."""
+        stats, waiting = self.runner.stats, self.scheduler.waiting
+        self.admission.observe(stats.tokens_out, sum(stats.step_s.values()), saturated=bool(waiting))
+        verdict = self.admission.decide([s.max_new_tokens - len(s.output_ids) for s in waiting],
+                                        [s.max_new_tokens for s in job.sequences],
+                                        self.scheduler.max_in_flight - len(self.scheduler.running))
+        if not verdict.admitted:
+            self.admission.refused += 1
+            raise Overloaded(f"the server is busy: this request would wait about {verdict.expected_wait_s:.0f} s "
+                             f"to start (the limit is {self.settings.max_queue_wait_s:g} s); try again in "
+                             f"{verdict.retry_after_s} s", verdict.retry_after_s)
+        try:
+            self.scheduler.add(job.sequences)
+        except Overloaded:
+            self.admission.refused += 1
+            raise
+        self.admission.admitted += 1
 
     def cancel(self, job: Job) -> None:
         """Drop the job's queued segments and stop its running ones; the job ends as cancelled."""
@@ -265,6 +290,7 @@ class Engine:
     def _finish(self, seq: Sequence, events: list[Event]) -> None:
         self.scheduler.finish(seq)
         self.runner.stats.segments += 1
+        self.admission.observe_finished(seq.max_new_tokens, len(seq.output_ids))
         job, source_text = seq.payload
         job.results[seq.index] = cleanup.clean(source_text, self.decode(seq.output_ids))
         events.append(Event("segment", job, index=seq.index, num_done=job.num_done))
