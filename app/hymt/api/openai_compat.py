@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from ..errors import BadRequest, PayloadTooLarge
+from ..errors import BadRequest
 from ..languages import LANGUAGES, resolve
 from ..prompts import Sampling
 from . import parsing
@@ -22,6 +22,7 @@ from .libre import detect_sources
 from .service import Service, events_until_done, run_to_end, submit
 
 MODEL_NAME = "hunyuan-mt"
+MIN_TEMPERATURE = 0.01
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -49,12 +50,14 @@ def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bo
         raise BadRequest("target_language must be a language code string", error_type="invalid_type")
     target = resolve(target_code, "target language")
     source = parsing.language(data, "source_language", allow_auto=True, default="auto")
-    temperature = data.get("temperature")
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                                    or not 0 <= temperature <= 2):
+    temperature = data.get("temperature", 1)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
         raise BadRequest("temperature must be a number from 0 to 2", error_type="invalid_value")
-    greedy = settings.greedy or temperature == 0
-    sampling = Sampling(greedy=greedy) if temperature in (None, 0) else Sampling(temperature=float(temperature))
+    # Below MIN_TEMPERATURE sampling is argmax in all but name, and dividing logits by a subnormal number
+    # overflows them (a whole batch's step would fail).
+    greedy = settings.greedy or temperature < MIN_TEMPERATURE
+    sampling = Sampling(greedy=greedy) if "temperature" not in data or greedy else \
+        Sampling(temperature=float(temperature))
     return model, text, source, target, sampling, parsing.flag(data, "stream")
 
 
@@ -84,7 +87,8 @@ def _user_text(messages, settings) -> str:
                              error_type="invalid_type")
         for part in parts:
             if len(part) > settings.max_chars:
-                raise PayloadTooLarge(f"text of {len(part)} characters is over the limit of {settings.max_chars}")
+                raise BadRequest(f"text of {len(part)} characters is over the limit of {settings.max_chars}",
+                               error_type="text_too_long")
         if message["role"] == "user" and "".join(parts).strip():
             found = "".join(parts)
     if found is None:

@@ -37,7 +37,7 @@ def _error(schema: str, description: str, retry_after: bool = False) -> dict:
 def _errors(schema: str, keys: bool) -> dict:
     errors = {
         "400": _error(schema, "The request is malformed: invalid JSON or text, a missing or wrong field"),
-        "413": _error(schema, "The body or a text is over its limit"),
+        "413": _error(schema, "The body is over HYMT_MAX_UPLOAD_BYTES"),
         "415": _error(schema, "The content type is not accepted"),
         "429": _error(schema, "Refused at once: the expected wait is over HYMT_MAX_QUEUE_WAIT_S, the queue is full, "
                               "or a rate limit is reached", retry_after=True),
@@ -107,7 +107,8 @@ def build_spec(settings: Settings) -> dict:
     def ok(description: str, schema: dict, stream: bool = False) -> dict:
         content = {"application/json": {"schema": schema}}
         if stream:
-            content["text/event-stream"] = {"schema": {"type": "string"}}
+            content["text/event-stream"] = {"schema": _object({"event": {"type": "string"},
+                                                               "data": {"type": "string"}}, ["data"])}
         return {"description": description, "content": content}
 
     def get(summary: str, response: dict) -> dict:

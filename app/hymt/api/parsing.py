@@ -112,14 +112,14 @@ def _check_api_key(data: dict, request: Request, settings: Settings) -> int | No
     """The position of the request's key in HYMT_API_KEYS (None when keys are off). The key comes from the body's
     `api_key` (LibreTranslate clients) or `Authorization: Bearer` (OpenAI clients); it is compared with every
     configured key in constant time, so timing tells nothing about how much of it was right."""
+    key = data.get("api_key", "")
+    if not isinstance(key, str):
+        raise BadRequest("api_key must be a string", error_type="invalid_type")
     if not settings.api_keys:
         return None
-    key = data.get("api_key")
     if not key:
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         key = credentials.strip() if scheme.lower() == "bearer" else ""
-    if not isinstance(key, str):
-        raise BadRequest("api_key must be a string", error_type="invalid_type")
     given = key.encode("utf-8")
     matches = [hmac.compare_digest(given, known.encode("utf-8")) for known in settings.api_keys]
     if not any(matches):
@@ -146,7 +146,8 @@ def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:
             where = f"{field}[{i}]" if as_list else field
             raise BadRequest(f"{where} must be a string, not {type(item).__name__}", error_type="invalid_type")
         if len(item) > settings.max_chars:
-            raise PayloadTooLarge(f"text of {len(item)} characters is over the limit of {settings.max_chars}")
+            raise BadRequest(f"text of {len(item)} characters is over the limit of {settings.max_chars}",
+                             error_type="text_too_long")
     if not any(item.strip() for item in items):
         raise BadRequest(f"field {field!r} is empty", error_type="empty_text")
     return items, as_list
@@ -184,10 +185,12 @@ def flag(data: dict, field: str, default: bool = False) -> bool:
 
 def count(data: dict, field: str, maximum: int) -> int | None:
     """An optional whole number from 0 to `maximum` (digits in a form)."""
-    value = data.get(field)
-    if value is None:
+    if field not in data:
         return None
+    value = data[field]
     if isinstance(data, FormData) and isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():  # JSON Schema counts 1.0 as an integer
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
         raise BadRequest(f"{field} must be a whole number from 0 to {maximum}, not {value!r}",
