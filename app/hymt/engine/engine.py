@@ -140,6 +140,10 @@ class Engine:
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         self._stopping = False
+        # While a step runs outside the lock, its segments' rows and ranges are in use: a job ended meanwhile
+        # (cancelled by its client) leaves the scheduler when the step is over, not under the runner's feet.
+        self._stepping = False
+        self._ended_in_step: list[int] = []
         self.last_oom_at: float | None = None
         # Until throughput is measured under load, the warm-up's prefill rate stands in for it.
         warmup = startup.warmup
@@ -247,6 +251,7 @@ class Engine:
                     self._cond.wait()
                 if self._stopping:
                     return
+                self._stepping = True
             try:
                 tokens = (self.runner.prefill(step.chunks) if step.kind == "prefill"
                           else self.runner.decode(step.seqs))
@@ -255,6 +260,8 @@ class Engine:
                 continue
             except Exception as exc:  # noqa: BLE001 - a failed step ends its jobs with an error, not the engine
                 log.exception("a %s step of %d segments failed", step.kind, len(step.sequences))
+                with self._cond:
+                    self._step_over()
                 for job in {s.payload[0] for s in step.sequences}:
                     self._end(job, GenerationError(f"generation failed: {type(exc).__name__}"))
                 continue
@@ -269,6 +276,7 @@ class Engine:
         events: list[Event] = []
         stop_ids = self.runner.loaded.stop_ids
         with self._cond:
+            self._step_over()
             lengths = [c.length for c in step.chunks] if step.kind == "prefill" else [1] * len(step.seqs)
             for seq, length, token in zip(step.sequences, lengths, tokens):
                 if seq.state is not State.RUNNING:  # its job ended (cancelled or failed) during the step
@@ -304,6 +312,7 @@ class Engine:
         if self.runner.device.type == "cuda":
             torch.cuda.empty_cache()
         with self._cond:
+            self._step_over()
             running = self.scheduler.running
             if step.kind == "prefill":
                 victims = [s for s in step.sequences if s.state is State.RUNNING]
@@ -330,11 +339,20 @@ class Engine:
                 return False
             job.ended = True
             job.error = error
-            if error is not None:
+            if error is not None and self._stepping:
+                self._ended_in_step.append(job.id)
+            elif error is not None:
                 self.scheduler.remove_job(job.id)
         self._emit(job, Event("error", job, error=error) if error else Event("done", job))
         job.done.set()
         return True
+
+    def _step_over(self) -> None:
+        """The step's segments are free to leave: jobs ended during it leave the scheduler now (lock held)."""
+        self._stepping = False
+        for job_id in self._ended_in_step:
+            self.scheduler.remove_job(job_id)
+        self._ended_in_step.clear()
 
     @staticmethod
     def _emit(job: Job, event: Event) -> None:
