@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -14,7 +15,7 @@ from ..settings import Settings
 from .ratelimit import Limits
 
 JSON_TYPES = ("application/json", "")  # no content type: read as JSON, as curl --json and most clients mean it
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+MAX_FORM_FIELDS = 1000
 
 
 class FormData(dict):
@@ -28,17 +29,22 @@ async def read_body(request: Request, settings: Settings, forms: bool = True) ->
     if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes:
         raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {settings.max_upload_bytes}")
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if forms and content_type in FORM_TYPES:
-        form = await request.form(max_part_size=settings.max_upload_bytes)
-        data = FormData()
-        for key, value in form.multi_items():
-            if isinstance(value, str):
-                _check_text(value)
-            if key in data:
-                data[key] = data[key] + [value] if isinstance(data[key], list) else [data[key], value]
-            else:
-                data[key] = value
-        return data
+    if forms and content_type == "application/x-www-form-urlencoded":
+        # Parsed here rather than by Starlette, which turns bytes that are not UTF-8 into U+FFFD silently.
+        body = await _read_limited(request, settings.max_upload_bytes)
+        try:
+            fields = parse_qsl(body.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict",
+                               max_num_fields=MAX_FORM_FIELDS)
+        except UnicodeDecodeError:
+            raise BadRequest("the form is not UTF-8 text", error_type="invalid_text") from None
+        except ValueError as exc:
+            raise BadRequest(f"invalid form: {exc}") from None
+        return _form_data(fields)
+    if forms and content_type == "multipart/form-data":
+        # Starlette reads a part that is not UTF-8 as Latin-1.
+        form = await request.form(max_part_size=settings.max_upload_bytes, max_fields=MAX_FORM_FIELDS,
+                                  max_files=MAX_FORM_FIELDS)
+        return _form_data(form.multi_items())
     if content_type not in JSON_TYPES and not content_type.endswith("+json"):
         accepted = "application/json" + (", application/x-www-form-urlencoded or multipart/form-data" if forms else "")
         raise UnsupportedMediaType(f"content type {content_type!r} is not accepted here; send {accepted}")
@@ -56,6 +62,19 @@ async def read_body(request: Request, settings: Settings, forms: bool = True) ->
     if not isinstance(data, dict):
         raise BadRequest("the JSON body must be an object", error_type="invalid_json")
     _check_strings(data)
+    return data
+
+
+def _form_data(fields) -> FormData:
+    """Form fields as a dict; a field given more than once (q=a&q=b) becomes a list."""
+    data = FormData()
+    for key, value in fields:
+        if isinstance(value, str):
+            _check_text(value)
+        if key in data:
+            data[key] = data[key] + [value] if isinstance(data[key], list) else [data[key], value]
+        else:
+            data[key] = value
     return data
 
 
