@@ -111,7 +111,7 @@ BAD_INPUTS = [
     ("/translate", {"json": {"q": "hi", "target": "auto"}}, 400, "unsupported_language"),
     ("/translate", {"json": {"q": "   ", "target": "de"}}, 400, "empty_text"),
     ("/translate", {"json": {"q": [], "target": "de"}}, 400, "empty_text"),
-    ("/translate", {"json": {"q": "x" * 501, "target": "de"}}, 413, "too_large"),
+    ("/translate", {"json": {"q": "x" * 501, "target": "de"}}, 400, "text_too_long"),
     ("/translate", {"json": {"q": ["a"] * 6, "target": "de"}}, 400, "too_many_texts"),
     ("/translate", {"json": {"q": "hi", "target": "de", "format": "pdf"}}, 400, "invalid_value"),
     ("/translate", {"content": b"x" * 3_000_000, "headers": {"content-type": "application/json"}}, 413, "too_large"),
