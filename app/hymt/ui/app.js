@@ -3,6 +3,18 @@
 
 const $ = (id) => document.getElementById(id);
 const state = { languages: [], charLimit: 20000, busy: false, controller: null, fileName: null, detected: null };
+const KEY_STORAGE = "hymt-api-key";
+
+function askForKey(message) {
+  // The server requires API keys: the field shows, keeps what is typed in this browser, and is sent as a Bearer.
+  $("key-field").hidden = false;
+  if (message) { $("message").textContent = message; $("api-key").focus(); }
+}
+
+function authHeaders() {
+  const key = $("api-key").value.trim();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
 
 function fillSelect(select, filter, withAuto) {
   const keep = select.value;
@@ -70,9 +82,14 @@ async function translate() {
   state.controller = new AbortController();
   try {
     const response = await fetch("/api/translate", {
-      method: "POST", headers: { "Content-Type": "application/json" }, signal: state.controller.signal,
+      method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() }, signal: state.controller.signal,
       body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true }),
     });
+    if (response.status === 403) {
+      const body = await response.json().catch(() => null);
+      askForKey($("api-key").value ? `This API key was refused: ${body ? body.error : 403}` : "This server requires an API key: enter it above.");
+      return;
+    }
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -160,6 +177,9 @@ async function init() {
   ]);
   state.languages = languages;
   state.charLimit = settings.charLimit;
+  $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
+  $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORAGE, $("api-key").value.trim()));
+  if (settings.keyRequired) askForKey($("api-key").value ? "" : "This server requires an API key: enter it above.");
   refreshPickers();
   $("source").value = "auto";
   $("target").value = "en";
