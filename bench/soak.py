@@ -29,6 +29,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import SENTENCES, percentile  # noqa: E402 - the benchmark's own sentences and percentiles
+from run import _wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2 ** 20
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     process = subprocess.Popen([sys.executable, "-m", "hymt", "serve", "--model", str(model), "--host", "127.0.0.1",
                                 "--port", str(args.port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        health = _wait_healthy(url, process)
+        health = _wait_healthy(url, process, timeout=900)
         record = soak(url, process.pid, args)
     finally:
         process.terminate()
@@ -89,21 +90,6 @@ def _test_model(out: Path) -> Path:
 
     path = Path("/tmp/hymt-soak-test-model")
     return path if (path / "config.json").is_file() else make_test_model(path)
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, timeout: float = 900) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            response = httpx.get(f"{url}/health", timeout=2)
-            if response.status_code == 200:
-                return response.json()
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"not healthy after {timeout} s")
 
 
 def soak(url: str, pid: int, args) -> dict:

@@ -69,30 +69,36 @@ def _metric(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
-def _stream_until_first_token(url: str, text: str, events: list, started: threading.Event) -> None:
-    with httpx.stream("POST", f"{url}/api/translate", timeout=CLIENT_TIMEOUT_S,
-                      json={"text": text, "source": "en", "target": "de", "stream": True}) as response:
-        events.append(("status", response.status_code))
-        kind = None
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                events.append((kind, json.loads(line[6:])))
-                if kind == "token":
-                    started.set()
+def _stream_then_sigterm(srv: Server, lines: int) -> tuple[list, threading.Thread]:
+    """A client streaming a document of `lines` lines from /api/translate; SIGTERM once its first token arrived.
+    Returns the events it hears (filled until its stream ends) and its thread."""
+    events, started = [], threading.Event()
+    text = "\n".join(f"Line {i} of a document that is still being translated." for i in range(lines))
+
+    def client():
+        with httpx.stream("POST", f"{srv.url}/api/translate", timeout=CLIENT_TIMEOUT_S,
+                          json={"text": text, "source": "en", "target": "de", "stream": True}) as response:
+            kind = None
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    events.append((kind, json.loads(line[6:])))
+                    if kind == "token":
+                        started.set()
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    assert started.wait(60)
+    srv.process.send_signal(signal.SIGTERM)
+    return events, thread
 
 
 def test_sigterm_drains_in_flight_work_refuses_new_and_exits_zero(test_model, tmp_path):
     srv = Server(test_model, tmp_path / "drain.log", HYMT_MAX_NEW_TOKENS="24", HYMT_MAX_IN_FLIGHT="2",
                  HYMT_DRAIN_GRACE_S="300")
     srv.wait_healthy()
-    events, started = [], threading.Event()
-    text = "\n".join(f"Line {i} of a document that is still being translated." for i in range(4))
-    client = threading.Thread(target=_stream_until_first_token, args=(srv.url, text, events, started))
-    client.start()
-    assert started.wait(60)
-    srv.process.send_signal(signal.SIGTERM)
+    events, client = _stream_then_sigterm(srv, lines=4)
     time.sleep(0.5)
     health = httpx.get(f"{srv.url}/health", timeout=10)
     assert health.status_code == 503 and health.json()["status"] == "draining"
@@ -112,12 +118,7 @@ def test_drain_past_its_grace_ends_what_is_left_with_an_error(test_model, tmp_pa
     srv = Server(test_model, tmp_path / "grace.log", HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="2",
                  HYMT_DRAIN_GRACE_S="1")
     srv.wait_healthy()
-    events, started = [], threading.Event()
-    text = "\n".join(f"Line {i} of a long document nobody will wait for." for i in range(30))
-    client = threading.Thread(target=_stream_until_first_token, args=(srv.url, text, events, started))
-    client.start()
-    assert started.wait(60)
-    srv.process.send_signal(signal.SIGTERM)
+    events, client = _stream_then_sigterm(srv, lines=30)
     client.join(CLIENT_TIMEOUT_S)
     assert not client.is_alive()
     assert srv.process.wait(60) == 0
