@@ -238,7 +238,8 @@ def test_api_keys_when_configured(test_model, tmp_path):
     try:
         srv.wait_healthy()
         refused = httpx.post(f"{srv.url}/translate", json={"q": "hi", "source": "en", "target": "de"})
-        assert refused.status_code == 403 and refused.json()["error_type"] == "invalid_api_key"
+        assert refused.status_code == 401 and refused.json()["error_type"] == "invalid_api_key"
+        assert refused.headers["www-authenticate"] == "Bearer"
         wrong = httpx.post(f"{srv.url}/translate", json={"q": "hi", "target": "de", "api_key": "nope"})
         assert wrong.status_code == 403
         ok = httpx.post(f"{srv.url}/translate", data={"q": "hi", "source": "en", "target": "de", "api_key": "k2"})

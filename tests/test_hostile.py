@@ -44,17 +44,33 @@ CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conform
           "ensure_resource_availability", "ignored_auth", "object_level_authorization")
 
 
-def test_schemathesis_all_checks_pass(server, tmp_path):
+def schemathesis(url: str, cwd: Path, *options: str) -> None:
     # Bounded: a few dozen cases per operation, all phases that apply, every check (negative and positive data,
-    # status codes, content types, headers, response schemas, unsupported methods and their Allow header) but the
-    # response-time limit: on a shared CPU that would assert a timing.
-    command = [str(Path(sys.executable).parent / "schemathesis"), "run", f"{server.url}/openapi.json",
-               "--checks", ",".join(CHECKS), "--max-examples", "40",
-               "--workers", "2", "--seed", "12", "--no-color", "--request-timeout", "120",
-               "--generation-database", "none"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    # status codes, content types, headers, response schemas, unsupported methods and their Allow header,
+    # authentication) but the response-time limit: on a shared CPU that would assert a timing.
+    command = [str(Path(sys.executable).parent / "schemathesis"), "run", f"{url}/openapi.json",
+               "--checks", ",".join(CHECKS), "--workers", "2", "--no-color", "--request-timeout", "120",
+               "--generation-database", "none", *options]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert httpx.get(f"{server.url}/health").json()["status"] == "healthy"
+    assert httpx.get(f"{url}/health").json()["status"] == "healthy"
+
+
+def test_schemathesis_all_checks_pass(server, tmp_path):
+    schemathesis(server.url, tmp_path, "--max-examples", "40", "--seed", "12")
+
+
+def test_schemathesis_all_checks_pass_with_keys_required(test_model, tmp_path):
+    # With keys, the document declares Bearer authentication: requests without it must get 401, with a wrong
+    # one 401 or 403, and every other check holds with the right one.
+    srv = Server(test_model, tmp_path / "keys.log", HYMT_API_KEYS="fuzz-key-1", **LIMITS)
+    try:
+        srv.wait_healthy()
+        schemathesis(srv.url, tmp_path, "--max-examples", "10", "--seed", "3",
+                     "--header", "Authorization: Bearer fuzz-key-1")
+    finally:
+        srv.stop()
+    assert "Traceback" not in srv.log_path.read_text()
 
 
 # Texts that are valid Unicode but unusual: each is translated (200), and its line structure kept.

@@ -162,10 +162,10 @@ def test_keys_bearer_or_api_key_rate_limited_and_never_logged(test_model, tmp_pa
     try:
         srv.wait_healthy()
         body = {"q": "hi", "source": "en", "target": "de"}
-        assert httpx.post(f"{srv.url}/translate", json=body).status_code == 403
+        assert httpx.post(f"{srv.url}/translate", json=body).status_code == 401
         assert httpx.post(f"{srv.url}/translate", json={**body, "api_key": "alpha-secret-0009"}).status_code == 403
         assert httpx.post(f"{srv.url}/translate", json=body,
-                          headers={"Authorization": "Basic alpha-secret-0001"}).status_code == 403
+                          headers={"Authorization": "Basic alpha-secret-0001"}).status_code == 401
         assert httpx.post(f"{srv.url}/translate", json={**body, "api_key": keys[0]}).status_code == 200
         assert httpx.post(f"{srv.url}/translate?api_key={keys[0]}", json=body,
                           headers={"Authorization": f"Bearer {keys[0]}"}).status_code == 200

@@ -19,6 +19,10 @@ class HymtError(Exception):
         if status is not None:
             self.status = status
 
+    def headers(self) -> dict[str, str]:
+        """HTTP headers that go with the error."""
+        return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else {}
+
 
 class BadRequest(HymtError):
     status = 400
@@ -37,7 +41,19 @@ class UnsupportedMediaType(HymtError):
     error_type = "unsupported_media_type"
 
 
+class Unauthorized(HymtError):
+    """No API key where one is required."""
+
+    status = 401
+    error_type = "invalid_api_key"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
+
+
 class Forbidden(HymtError):
+    """A wrong API key (403, as LibreTranslate answers)."""
+
     status = 403
     error_type = "invalid_api_key"
 

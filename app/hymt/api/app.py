@@ -36,8 +36,8 @@ def error_body(request: Request, message: str, error_type: str, **extra) -> dict
 
 
 async def hymt_error(request: Request, exc: HymtError) -> JSONResponse:
-    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
-    return JSONResponse(error_body(request, exc.message, exc.error_type), status_code=exc.status, headers=headers)
+    return JSONResponse(error_body(request, exc.message, exc.error_type), status_code=exc.status,
+                        headers=exc.headers())
 
 
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

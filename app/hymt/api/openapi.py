@@ -44,7 +44,8 @@ def _errors(schema: str, keys: bool) -> dict:
         "503": _error(schema, "Starting, stopped or shutting down (draining)", retry_after=True),
     }
     if keys:
-        errors["403"] = _error(schema, "A missing or wrong API key")
+        errors["401"] = _error(schema, "No API key (api_key or Authorization: Bearer)")
+        errors["403"] = _error(schema, "A wrong API key")
     return errors
 
 

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
-from ..errors import BadRequest, Forbidden, PayloadTooLarge, UnsupportedMediaType
+from ..errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from ..languages import Language, resolve
 from ..settings import Settings
 from .ratelimit import Limits
@@ -141,8 +141,10 @@ def _check_api_key(data: dict, request: Request, settings: Settings) -> int | No
         key = credentials.strip() if scheme.lower() == "bearer" else ""
     given = key.encode("utf-8")
     matches = [hmac.compare_digest(given, known.encode("utf-8")) for known in settings.api_keys]
+    if not key:
+        raise Unauthorized("an API key is required: send api_key or Authorization: Bearer <key>")
     if not any(matches):
-        raise Forbidden("invalid or missing API key" if key else "an API key is required (api_key)")
+        raise Forbidden("invalid API key")
     return matches.index(True)
 
 

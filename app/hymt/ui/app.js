@@ -85,9 +85,9 @@ async function translate() {
       method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() }, signal: state.controller.signal,
       body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true }),
     });
-    if (response.status === 403) {
+    if (response.status === 401 || response.status === 403) {
       const body = await response.json().catch(() => null);
-      askForKey($("api-key").value ? `This API key was refused: ${body ? body.error : 403}` : "This server requires an API key: enter it above.");
+      askForKey($("api-key").value ? `This API key was refused: ${body ? body.error : response.status}` : "This server requires an API key: enter it above.");
       return;
     }
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
