@@ -95,11 +95,11 @@ def _stream_then_sigterm(srv: Server, lines: int) -> tuple[list, threading.Threa
 
 
 def test_sigterm_drains_in_flight_work_refuses_new_and_exits_zero(test_model, tmp_path):
-    srv = Server(test_model, tmp_path / "drain.log", HYMT_MAX_NEW_TOKENS="24", HYMT_MAX_IN_FLIGHT="2",
-                 HYMT_DRAIN_GRACE_S="300")
+    # Enough work (20 segments, two at a time) that it is still in flight while the checks below run.
+    srv = Server(test_model, tmp_path / "drain.log", HYMT_MAX_NEW_TOKENS="48", HYMT_MAX_IN_FLIGHT="2",
+                 HYMT_DRAIN_GRACE_S="600")
     srv.wait_healthy()
-    events, client = _stream_then_sigterm(srv, lines=4)
-    time.sleep(0.5)
+    events, client = _stream_then_sigterm(srv, lines=20)
     health = httpx.get(f"{srv.url}/health", timeout=10)
     assert health.status_code == 503 and health.json()["status"] == "draining"
     refused = httpx.post(f"{srv.url}/translate", json={"q": "New work.", "source": "en", "target": "de"}, timeout=10)
@@ -110,7 +110,7 @@ def test_sigterm_drains_in_flight_work_refuses_new_and_exits_zero(test_model, tm
     srv.log.close()
     kinds = [k for k, _ in events]
     assert kinds[-1] == "done", (events[-2:], srv.log_path.read_text()[-3000:])  # the whole answer, every line
-    assert events[-1][1]["translatedText"].count("\n") == 3
+    assert events[-1][1]["translatedText"].count("\n") == 19
     assert "drained: every request in flight has its answer" in srv.log_path.read_text()
 
 
