@@ -58,26 +58,29 @@ class Forbidden(HymtError):
     error_type = "invalid_api_key"
 
 
-class Overloaded(HymtError):
+class RetryLater(HymtError):
+    """Refused for now, not for what the request is: the answer carries Retry-After."""
+
+    default_retry_after_s = 5
+
+    def __init__(self, message: str, retry_after_s: int | None = None, *, error_type: str | None = None):
+        super().__init__(message, error_type=error_type)
+        self.retry_after_s = max(1, self.default_retry_after_s if retry_after_s is None else retry_after_s)
+
+
+class Overloaded(RetryLater):
     """The queue is full, its expected wait too long, or a rate limit reached: refused at once, not left waiting."""
 
     status = 429
     error_type = "overloaded"
-
-    def __init__(self, message: str, retry_after_s: int = 2, *, error_type: str | None = None):
-        super().__init__(message, error_type=error_type)
-        self.retry_after_s = max(1, retry_after_s)
+    default_retry_after_s = 2
 
 
-class NotReady(HymtError):
+class NotReady(RetryLater):
     """Loading, stopped or draining: another replica, or this one a little later, can answer."""
 
     status = 503
     error_type = "not_ready"
-
-    def __init__(self, message: str, retry_after_s: int = 5, *, error_type: str | None = None):
-        super().__init__(message, error_type=error_type)
-        self.retry_after_s = max(1, retry_after_s)
 
 
 class Cancelled(HymtError):
