@@ -8,7 +8,8 @@ GPU memory (NVML, CUDA context included) every few seconds. Each window records 
 Memory and descriptors should stay flat after the warm-up: `summary` compares the median of the first minute after
 the warm-up with the median of the last minute.
 
-    python bench/soak.py --model /tmp/hymt-7b --minutes 10 --clients 16 --out bench/results/soak-gpu
+    python bench/soak.py --model /tmp/hymt-7b --minutes 10 --clients 16 --env HYMT_GPU_MEMORY_GB=24 \
+        --env HYMT_MAX_NEW_TOKENS=64 --env HYMT_COMPILE_CACHE_DIR=/tmp/hymt-compile --out bench/results/soak-gpu
     python bench/soak.py --test-model --minutes 1 --clients 4 --out /tmp/soak   # CPU, the tiny test model
 """
 
