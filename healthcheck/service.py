@@ -91,6 +91,8 @@ class Monitor:
         now = time.monotonic()
         healthy = status == 200
         loading = sample["status"] == "loading" and now - self.started_at < self.settings.health_grace_s
+        if sample["status"] == "draining":
+            return  # stopping on its own, within HYMT_DRAIN_GRACE_S: a restart would cut its requests short
         gave_up = info.get("statename") == "FATAL"  # supervisord stopped retrying a crash loop
         if healthy or loading:
             self.failures = 0

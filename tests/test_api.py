@@ -113,7 +113,7 @@ BAD_INPUTS = [
     ("/translate", {"json": {"q": "hi", "target": "auto"}}, 400, "unsupported_language"),
     ("/translate", {"json": {"q": "   ", "target": "de"}}, 400, "empty_text"),
     ("/translate", {"json": {"q": [], "target": "de"}}, 400, "empty_text"),
-    ("/translate", {"json": {"q": "x" * 501, "target": "de"}}, 413, "too_large"),
+    ("/translate", {"json": {"q": "x" * 501, "target": "de"}}, 400, "text_too_long"),
     ("/translate", {"json": {"q": ["a"] * 6, "target": "de"}}, 400, "too_many_texts"),
     ("/translate", {"json": {"q": "hi", "target": "de", "format": "pdf"}}, 400, "invalid_value"),
     ("/translate", {"content": b"x" * 3_000_000, "headers": {"content-type": "application/json"}}, 413, "too_large"),
@@ -240,7 +240,8 @@ def test_api_keys_when_configured(test_model, tmp_path):
     try:
         srv.wait_healthy()
         refused = httpx.post(f"{srv.url}/translate", json={"q": "hi", "source": "en", "target": "de"})
-        assert refused.status_code == 403 and refused.json()["error_type"] == "invalid_api_key"
+        assert refused.status_code == 401 and refused.json()["error_type"] == "invalid_api_key"
+        assert refused.headers["www-authenticate"] == "Bearer"
         wrong = httpx.post(f"{srv.url}/translate", json={"q": "hi", "target": "de", "api_key": "nope"})
         assert wrong.status_code == 403
         ok = httpx.post(f"{srv.url}/translate", data={"q": "hi", "source": "en", "target": "de", "api_key": "k2"})

@@ -214,3 +214,33 @@ def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
     fresh = page.context.new_page()
     fresh.goto(page.url)
     assert fresh.inner_text("#glossary-count") == "(0 terms)"
+
+
+def test_a_server_with_keys_asks_for_one_and_translates_with_it(browser, test_model, tmp_path):
+    srv = Server(test_model, tmp_path / "keys.log", HYMT_API_KEYS="page-key-7")
+    try:
+        srv.wait_healthy()
+        context = browser.new_context()
+        pg = context.new_page()
+        pg.goto(srv.url + "/")
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.is_visible("#api-key") and "requires an API key" in pg.text_content("#message")
+        pg.fill("#input", "Hello.")
+        pg.click("#translate")
+        pg.wait_for_function("document.querySelector('#message').textContent.includes('requires an API key')")
+        pg.fill("#api-key", "wrong")
+        pg.dispatch_event("#api-key", "change")
+        pg.click("#translate")
+        pg.wait_for_function("document.querySelector('#message').textContent.includes('was refused')")
+        pg.fill("#api-key", "page-key-7")
+        pg.dispatch_event("#api-key", "change")
+        pg.click("#translate")
+        pg.wait_for_function("document.querySelector('#output').textContent.length > 0")
+        assert pg.text_content("#message") == ""
+        pg.reload()  # the key is remembered in this browser
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.input_value("#api-key") == "page-key-7"
+        context.close()
+    finally:
+        srv.stop()
+    assert "page-key-7" not in srv.log_path.read_text()

@@ -56,6 +56,14 @@ def test_loading_within_grace_is_not_a_failure(monitor):
     assert mon.rpc.supervisor.calls == []
 
 
+def test_a_draining_server_is_left_to_finish(monitor):
+    mon, answers = monitor
+    answers += [(503, {"status": "draining"})] * 5
+    for _ in range(5):
+        mon.check()
+    assert mon.rpc.supervisor.calls == [] and mon.latest["status"] == "draining"
+
+
 def test_hung_server_is_killed_after_three_silent_checks(monitor):
     mon, answers = monitor
     answers += [(None, {"error": "timeout"})] * 3

@@ -9,6 +9,7 @@ class HymtError(Exception):
     status = 500
     error_type = "internal_error"
     exit_code = 1
+    retry_after_s: int | None = None  # sent as Retry-After when set: when trying again makes sense
 
     def __init__(self, message: str, *, error_type: str | None = None, status: int | None = None):
         super().__init__(message)
@@ -17,6 +18,10 @@ class HymtError(Exception):
             self.error_type = error_type
         if status is not None:
             self.status = status
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers that go with the error."""
+        return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else {}
 
 
 class BadRequest(HymtError):
@@ -37,23 +42,49 @@ class UnsupportedFormat(HymtError):
     exit_code = 2
 
 
+class UnsupportedMediaType(HymtError):
+    status = 415
+    error_type = "unsupported_media_type"
+
+
+class Unauthorized(HymtError):
+    """No API key where one is required."""
+
+    status = 401
+    error_type = "invalid_api_key"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
+
+
 class Forbidden(HymtError):
+    """A wrong API key (403, as LibreTranslate answers)."""
+
     status = 403
     error_type = "invalid_api_key"
 
 
-class Overloaded(HymtError):
-    """The queue is full: the request is refused at once rather than left waiting."""
+class RetryLater(HymtError):
+    """Refused for now, not for what the request is: the answer carries Retry-After."""
+
+    default_retry_after_s = 5
+
+    def __init__(self, message: str, retry_after_s: int | None = None, *, error_type: str | None = None):
+        super().__init__(message, error_type=error_type)
+        self.retry_after_s = max(1, self.default_retry_after_s if retry_after_s is None else retry_after_s)
+
+
+class Overloaded(RetryLater):
+    """The queue is full, its expected wait too long, or a rate limit reached: refused at once, not left waiting."""
 
     status = 429
     error_type = "overloaded"
-
-    def __init__(self, message: str, retry_after_s: int = 2):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+    default_retry_after_s = 2
 
 
-class NotReady(HymtError):
+class NotReady(RetryLater):
+    """Loading, stopped or draining: another replica, or this one a little later, can answer."""
+
     status = 503
     error_type = "not_ready"
 

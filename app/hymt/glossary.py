@@ -83,8 +83,9 @@ def parse_request(value) -> list[Term]:
                          error_type="too_many_terms")
     terms = []
     for i, entry in enumerate(value):
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("source", "target")):
-            raise BadRequest(f"glossary[{i}] must be an object with string fields source and target",
+        if not isinstance(entry, dict) or set(entry) != {"source", "target"} \
+                or not all(isinstance(entry[k], str) for k in entry):
+            raise BadRequest(f"glossary[{i}] must be an object with the string fields source and target alone",
                              error_type="invalid_type")
         source, target = entry["source"].strip(), entry["target"].strip()
         if not source or not target:

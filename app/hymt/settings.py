@@ -47,6 +47,14 @@ class Settings:
     max_file_bytes: int = 20_000_000
     file_retention_s: float = 3600.0
     files_dir: str | None = None
+    # A request is refused at once (429) unless its segments can be expected to start within this many seconds.
+    max_queue_wait_s: float = 30.0
+    # On SIGTERM: seconds to finish the requests in flight (new ones get 503) before exiting. Keep it below the
+    # supervisord and compose stop timeouts, which end the process the hard way.
+    drain_grace_s: float = 30.0
+    # Requests per minute allowed to one API key / one client address (0: no limit); beyond it 429 + Retry-After.
+    rate_limit_per_key: int = 0
+    rate_limit_per_address: int = 0
     adapters: str | None = None
     api_keys: tuple[str, ...] = field(default_factory=tuple)
     decision_file: str | None = None
@@ -87,17 +95,18 @@ class Settings:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
         positive = ("port", "health_port", "health_interval_s", "health_failures", "health_backoff_max_s",
                     "target_kv_tokens", "max_in_flight", "prefill_tokens", "max_segment_tokens", "max_new_tokens",
-                    "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments")
+                    "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments", "max_file_bytes",
+                    "file_retention_s", "max_queue_wait_s")
         for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
-        for name in ("max_file_bytes", "file_retention_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
         if self.model_family not in FAMILY_CHOICES:
             raise ConfigError(f"HYMT_MODEL_FAMILY must be one of {', '.join(FAMILY_CHOICES)}, not {self.model_family!r}")
         if self.context_tokens < 0:
             raise ConfigError(f"HYMT_CONTEXT_TOKENS must be 0 or more, not {self.context_tokens}")
+        for name in ("drain_grace_s", "rate_limit_per_key", "rate_limit_per_address"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"HYMT_{name.upper()} must be 0 or more, not {getattr(self, name)}")
         if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:
             raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:

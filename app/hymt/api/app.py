@@ -15,12 +15,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import HymtError, Overloaded
+from ..errors import HymtError
 from ..profiles import Decision
 from ..settings import Settings
 from . import files, libre, openai_compat, page
 from .metrics import Metrics
-from .openapi import SPEC
+from .openapi import build_spec
 from .service import Service
 
 log = logging.getLogger("hymt.api")
@@ -36,13 +36,16 @@ def error_body(request: Request, message: str, error_type: str, **extra) -> dict
 
 
 async def hymt_error(request: Request, exc: HymtError) -> JSONResponse:
-    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
-    return JSONResponse(error_body(request, exc.message, exc.error_type), status_code=exc.status, headers=headers)
+    return JSONResponse(error_body(request, exc.message, exc.error_type), status_code=exc.status,
+                        headers=exc.headers())
 
 
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(request, str(exc.detail), kind), status_code=exc.status_code)
+    # Starlette's own: unknown paths and methods, and bodies its form parser refuses (a malformed multipart).
+    kind = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed",
+            413: "too_large"}.get(exc.status_code, "http_error")
+    # The headers it gives (Allow on a 405) are kept.
+    return JSONResponse(error_body(request, str(exc.detail), kind), status_code=exc.status_code, headers=exc.headers)
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
@@ -57,7 +60,10 @@ async def metrics(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> JSONResponse:
-    return JSONResponse(SPEC)
+    # Built per request: whether quality best is offered is known only once the server (and its fusion model)
+    # is up.
+    service = request.app.state.service
+    return JSONResponse(build_spec(service.settings, service.quality_json()["best"]))
 
 
 ROUTES = [

@@ -93,7 +93,7 @@ class _Upload:
 
 async def _read_upload(request: Request, service: Service) -> _Upload:
     settings = service.settings
-    data = await parsing.read_request(request, settings, limit=settings.max_file_bytes)
+    data = await parsing.read_request(request, settings, service.limits, limit=settings.max_file_bytes)
     upload = data.get("file")
     if not isinstance(upload, UploadFile):
         raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",

@@ -17,6 +17,9 @@ from . import parsing
 from .service import Service, run_to_end
 
 
+ALTERNATIVES_MAX = 10
+
+
 def _service(request: Request) -> Service:
     return request.app.state.service
 
@@ -39,12 +42,13 @@ async def translate(request: Request) -> JSONResponse:
     service = _service(request)
     service.ready_engine()  # 503 while loading, before any parsing or detection work
     settings = service.settings
-    data = await parsing.read_request(request, settings)
+    data = await parsing.read_request(request, settings, service.limits)
     texts, as_list = parsing.texts(data, "q", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     fmt = parsing.choice(data, "format", ("text", "html"), "text")
     options, quality = parsing.options(data, settings), parsing.quality(data)
+    alternatives = parsing.count(data, "alternatives", ALTERNATIVES_MAX)
     sampling = Sampling(greedy=settings.greedy)
     if quality == "best":
         service.fusion_engine()  # 422 at once when the mode is unavailable
@@ -77,14 +81,14 @@ async def translate(request: Request) -> JSONResponse:
     report = job.glossary_report() if job else None
     if report is not None:
         body["glossary"] = report
-    if "alternatives" in data:
+    if alternatives is not None:  # LibreTranslate clients may ask; one model gives one translation
         body["alternatives"] = [[] for _ in results] if as_list else []
     return JSONResponse(body)
 
 
 async def detect_language(request: Request) -> JSONResponse:
     service = _service(request)
-    data = await parsing.read_request(request, service.settings)
+    data = await parsing.read_request(request, service.settings, service.limits)
     texts, _ = parsing.texts(data, "q", service.settings)
     found = await run_in_threadpool(detect, "\n".join(texts))
     return JSONResponse([detected_json(found)] if found else [])

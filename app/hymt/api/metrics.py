@@ -53,8 +53,30 @@ class _EngineCollector:
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)
             yield gauge
+        refused = CounterMetricFamily("hymt_refused", "Requests refused at once with 429: expected wait or full queue, rate limit", labels=["reason"])
+        refused.add_metric(["rate_limit"], service.limits.refused)
+        draining = GaugeMetricFamily("hymt_draining", "1 while shutting down: new requests get 503")
+        draining.add_metric([], int(service.draining))
+        yield draining
         if engine is None:
+            yield refused
             return
+        admission = engine.admission
+        refused.add_metric(["queue"], admission.refused)
+        yield refused
+        admitted = CounterMetricFamily("hymt_admitted", "Requests whose segments were queued")
+        admitted.add_metric([], admission.admitted)
+        yield admitted
+        for name, doc, value in (
+                ("hymt_expected_wait_seconds", "Expected wait before the latest request's segments start",
+                 admission.expected_wait_s),
+                ("hymt_max_queue_wait_seconds", "Longest expected wait admitted (HYMT_MAX_QUEUE_WAIT_S)",
+                 admission.max_wait_s),
+                ("hymt_throughput_tokens_per_second", "Output tokens per second under load, measured "
+                 "(the warm-up's figure before any)", admission.tokens_per_s)):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
         stats = engine.runner.stats
         for name, doc, value in (("hymt_tokens_in", "Prompt tokens prefilled", stats.tokens_in),
                                  ("hymt_tokens_out", "Tokens generated", stats.tokens_out),

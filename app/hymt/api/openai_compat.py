@@ -23,6 +23,8 @@ from .libre import detect_sources
 from .service import Service, events_until_done, run_to_end, submit
 
 MODEL_NAME = "hunyuan-mt"
+MIN_TEMPERATURE = 0.01
+ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 async def models(request: Request) -> JSONResponse:
@@ -36,37 +38,72 @@ async def models(request: Request) -> JSONResponse:
 
 
 def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bool]:
-    model = data.get("model") or MODEL_NAME
+    model = data.get("model", MODEL_NAME)
     if not isinstance(model, str):
         raise BadRequest("model must be a string", error_type="invalid_type")
-    messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("messages must be a non-empty list", error_type="missing_field")
-    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    if not users:
-        raise BadRequest("messages hold no user message with the text to translate", error_type="missing_field")
-    content = users[-1].get("content")
-    if isinstance(content, list):  # content parts: join the text parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    text_list, _ = parsing.texts({"content": content}, "content", settings)
-    target_code = data.get("target_language") or (model.split(":", 1)[1] if ":" in model else None)
+    name, _, suffix = model.partition(":")
+    if name != MODEL_NAME or (":" in model and not suffix):
+        raise BadRequest(f"unknown model {model!r}: use {MODEL_NAME} or {MODEL_NAME}:<target language> "
+                         "(see /v1/models)", error_type="model_not_found")
+    text = _user_text(data.get("messages"), settings)
+    target_code = data["target_language"] if "target_language" in data else suffix
     if not target_code:
         raise BadRequest("no target language: use the model name 'hunyuan-mt:<code>' (e.g. hunyuan-mt:de) "
                          "or the field target_language", error_type="missing_target_language")
+    if not isinstance(target_code, str):
+        raise BadRequest("target_language must be a language code string", error_type="invalid_type")
     target = resolve(target_code, "target language")
     source = parsing.language(data, "source_language", allow_auto=True, default="auto")
-    temperature = data.get("temperature")
-    if temperature is not None and (not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2):
+    temperature = data.get("temperature", 1)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
         raise BadRequest("temperature must be a number from 0 to 2", error_type="invalid_value")
-    greedy = settings.greedy or temperature == 0
-    sampling = Sampling(greedy=greedy) if temperature in (None, 0) else Sampling(temperature=float(temperature))
-    return model, text_list[0], source, target, sampling, parsing.flag(data, "stream")
+    # Below MIN_TEMPERATURE sampling is argmax in all but name, and dividing logits by a subnormal number
+    # overflows them (a whole batch's step would fail).
+    greedy = settings.greedy or temperature < MIN_TEMPERATURE
+    sampling = Sampling(greedy=greedy) if "temperature" not in data or greedy else \
+        Sampling(temperature=float(temperature))
+    return model, text, source, target, sampling, parsing.flag(data, "stream")
+
+
+def _user_text(messages, settings) -> str:
+    """The text of the last user message that has any: a string, or the text parts of a list joined."""
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list", error_type="missing_field")
+    found = None
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES or "content" not in message:
+            raise BadRequest(f"messages[{i}] must be an object with a role ({', '.join(ROLES)}) and a content",
+                             error_type="invalid_value")
+        content = message["content"]
+        if isinstance(content, list):
+            if len(content) > settings.max_texts:
+                raise BadRequest(f"messages[{i}] has {len(content)} parts; the limit is {settings.max_texts}",
+                                 error_type="too_many_texts")
+            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                       for p in content):
+                raise BadRequest(f"messages[{i}].content parts must be {{\"type\": \"text\", \"text\": ...}}",
+                                 error_type="invalid_value")
+            parts = [p["text"] for p in content]
+        elif isinstance(content, str):
+            parts = [content]
+        else:
+            raise BadRequest(f"messages[{i}].content must be a string or a list of text parts",
+                             error_type="invalid_type")
+        for part in parts:
+            if len(part) > settings.max_chars:
+                raise BadRequest(f"text of {len(part)} characters is over the limit of {settings.max_chars}",
+                               error_type="text_too_long")
+        if message["role"] == "user" and "".join(parts).strip():
+            found = "".join(parts)
+    if found is None:
+        raise BadRequest("messages hold no user message with text to translate", error_type="missing_field")
+    return found
 
 
 async def chat_completions(request: Request):
     service: Service = request.app.state.service
     service.ready_engine()  # 503 while loading, before any parsing or detection work
-    data = await parsing.read_request(request, service.settings)
+    data = await parsing.read_request(request, service.settings, service.limits, forms=False)
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
     if quality == "best":

@@ -1,112 +1,238 @@
-"""The OpenAPI description of the endpoints, as data (served at /openapi.json, rendered by /docs)."""
+"""The OpenAPI description of the endpoints, as data built from the settings (served at /openapi.json, rendered by
+/docs). It is exact: what it allows the server accepts, what it forbids the server refuses with a 4xx of the
+documented shape, so a client generated from it works (schemathesis checks this in the tests)."""
 
 from __future__ import annotations
 
 from .. import __version__
+from ..documents import FORMATS
+from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
+from ..languages import ALIASES, LANGUAGES
+from ..settings import Settings
+from .libre import ALTERNATIVES_MAX
+from .openai_compat import MODEL_NAME, ROLES
 
-_ERROR = {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_ERRORS = {"400": _ERROR, "403": _ERROR, "413": _ERROR, "429": _ERROR, "503": _ERROR}
-_TRANSLATION_ERRORS = {**_ERRORS, "422": _ERROR}
-
-
-def _body(properties: dict, required: list[str], forms: bool = True) -> dict:
-    schema = {"type": "object", "properties": properties, "required": required}
-    content = {"application/json": {"schema": schema}}
-    if forms:
-        content["application/x-www-form-urlencoded"] = {"schema": schema}
-    return {"required": True, "content": content}
+# At least one character that is not white space, as str.strip counts it: spelled out, because regular expression
+# engines disagree on \s (ECMA's leaves out U+001C-U+001F and U+0085, and adds U+FEFF).
+NONBLANK = r"[^\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 
 
-_LANG = {"type": "string", "description": "language code (see /languages); aliases such as zh-CN, pt-BR accepted"}
-_Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "text(s)"}
-_GLOSSARY = {"type": "array", "maxItems": 500, "description": (
-    "terms to translate a fixed way: only those occurring in a segment go into its prompt; each is checked in the "
-    "translation, a miss is retried once with stronger guidance and reported in the answer's `glossary`. Added to "
-    "the server's glossaries (HYMT_GLOSSARIES). In a form, a JSON string of the list"),
-    "items": {"type": "object", "required": ["source", "target"],
-              "properties": {"source": {"type": "string", "maxLength": 200},
-                             "target": {"type": "string", "maxLength": 200}}}}
-_CONTEXT = {"type": "boolean", "default": True, "description": (
-    "translate each segment of a text with its preceding segments as context (HY-MT1.5-7B's context prompt; "
-    "models without one ignore it)")}
-_QUALITY = {"enum": ["standard", "best"], "default": "standard", "description": (
-    "best: six candidate translations under varied decoding settings, fused into one by Hunyuan-MT-Chimera-7B "
-    "(about seven times the work); 422 with the reason where the server has no fusion model")}
-_QUALITY_FIELDS = {"glossary": _GLOSSARY, "context": _CONTEXT, "quality": _QUALITY}
+def language_codes() -> list[str]:
+    """Every spelling of a language the API accepts: the codes, their aliases, and aliases with a region in
+    BCP 47's case (zh-CN, pt-BR)."""
+    codes = [lang.code for lang in LANGUAGES]
+    for alias in ALIASES:
+        head, _, rest = alias.partition("-")
+        codes.append(alias)
+        if len(rest) == 2:
+            codes.append(f"{head}-{rest.upper()}")
+    return list(dict.fromkeys(codes))
 
-_FILE_BODY = {"required": True, "content": {"multipart/form-data": {"schema": {
-    "type": "object", "required": ["file", "target"],
-    "properties": {"file": {"type": "string", "format": "binary"}, "source": {**_LANG, "default": "auto"},
-                   "target": _LANG, "api_key": {"type": "string"}}}}}}
 
-SPEC = {
-    "openapi": "3.1.0",
-    "info": {"title": "hymt", "version": __version__,
-             "description": "Self-hosted Hunyuan-MT-7B translation. LibreTranslate- and OpenAI-compatible."},
-    "paths": {
-        "/translate": {"post": {
-            "summary": "Translate text (LibreTranslate API)",
-            "requestBody": _body({"q": _Q, "source": {**_LANG, "default": "auto"}, "target": _LANG,
-                                  "format": {"enum": ["text", "html"], "default": "text"},
-                                  "api_key": {"type": "string"}, **_QUALITY_FIELDS}, ["q", "target"]),
-            "responses": {"200": {"description": "translatedText (and detectedLanguage when source is auto; glossary "
-                                                 "{terms_applied, segments_with_terms, misses} when terms applied)"},
-                          **_TRANSLATION_ERRORS}}},
-        "/detect": {"post": {
-            "summary": "Detect the language of text (LibreTranslate API)",
-            "requestBody": _body({"q": _Q, "api_key": {"type": "string"}}, ["q"]),
-            "responses": {"200": {"description": "[{language, confidence}] (confidence in percent)"}, **_ERRORS}}},
-        "/languages": {"get": {"summary": "The 38 languages and their targets",
-                               "responses": {"200": {"description": "[{code, name, targets}]"}}}},
-        "/frontend/settings": {"get": {"summary": "LibreTranslate front-end settings (limits)",
-                                       "responses": {"200": {"description": "charLimit and friends"}}}},
-        "/api/translate": {"post": {
-            "summary": "The web page's endpoint; stream=true answers with Server-Sent Events "
-                       "(start, progress per segment with the partial text, done, or error)",
-            "requestBody": _body({"text": {"type": "string"}, "source": {**_LANG, "default": "auto"},
-                                  "target": _LANG, "stream": {"type": "boolean"}, "greedy": {"type": "boolean"},
-                                  **_QUALITY_FIELDS},
-                                 ["text", "target"], forms=False),
-            "responses": {"200": {"description": "JSON, or text/event-stream when stream=true (quality best: start, "
-                                                 "candidates, progress per fused segment, done)"},
-                          **_TRANSLATION_ERRORS}}},
-        "/translate_file": {"post": {
-            "summary": "Translate a document (LibreTranslate API): .txt .md .html .srt .vtt .docx .pptx .xlsx .po "
-                       ".pot .xliff .xlf .epub; the answer's translatedFileUrl downloads the result",
-            "requestBody": _FILE_BODY,
-            "responses": {"200": {"description": "translatedFileUrl, name, segments, markup_fallback_segments"},
-                          "415": _ERROR, **_ERRORS}}},
-        "/api/translate_file": {"post": {
-            "summary": "The web page's document endpoint: Server-Sent Events (start, progress with segments done "
-                       "of total, done with translatedFileUrl, or error)",
-            "requestBody": _FILE_BODY,
-            "responses": {"200": {"description": "text/event-stream"}, "415": _ERROR, **_ERRORS}}},
-        "/download_file/{file_id}/{name}": {"get": {
-            "summary": "A translated document, while it is kept (HYMT_FILE_RETENTION_S)",
-            "parameters": [{"name": "file_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                           {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "the file"}, "404": _ERROR}}},
-        "/v1/chat/completions": {"post": {
-            "summary": "OpenAI-compatible: the last user message is translated. Target language from the model "
-                       "name (hunyuan-mt:de) or the field target_language; source_language optional",
-            "requestBody": _body({"model": {"type": "string", "example": "hunyuan-mt:de"},
-                                  "messages": {"type": "array", "items": {"type": "object"}},
-                                  "target_language": _LANG, "source_language": _LANG,
-                                  "stream": {"type": "boolean"}, "temperature": {"type": "number"},
-                                  **_QUALITY_FIELDS},
-                                 ["messages"], forms=False),
-            "responses": {"200": {"description": "chat.completion (with the extra field glossary), or "
-                                                 "chat.completion.chunk events (quality best: one chunk)"},
-                          **_TRANSLATION_ERRORS}}},
-        "/v1/models": {"get": {"summary": "Model names, one per target language; root: the model that runs",
-                               "responses": {"200": {"description": "OpenAI model list"}}}},
-        "/health": {"get": {"summary": "Status, profile, GPU memory, queue, the model (model_family), quality best's "
-                                       "availability and placement (quality), glossaries; 200 only when it can "
-                                       "translate",
-                            "responses": {"200": {"description": "healthy or degraded"},
-                                          "503": {"description": "loading or unhealthy"}}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text format"}}}},
-    },
-    "components": {"schemas": {"Error": {"type": "object", "required": ["error", "error_type"], "properties": {
-        "error": {"type": "string"}, "error_type": {"type": "string"}, "error_id": {"type": "string"}}}}},
-}
+def _error(schema: str, description: str, retry_after: bool = False) -> dict:
+    response = {"description": description,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+    if retry_after:
+        response["headers"] = {"Retry-After": {"required": True, "description": "seconds to wait before trying again",
+                                               "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
+    return response
+
+
+def _errors(schema: str, keys: bool, quality: bool = False) -> dict:
+    errors = {
+        "400": _error(schema, "The request is malformed: invalid JSON or text, a missing or wrong field"),
+        "413": _error(schema, "The body is over HYMT_MAX_UPLOAD_BYTES"),
+        "415": _error(schema, "The content type is not accepted"),
+        "429": _error(schema, "Refused at once: the expected wait is over HYMT_MAX_QUEUE_WAIT_S, the queue is full, "
+                              "or a rate limit is reached", retry_after=True),
+        "503": _error(schema, "Starting, stopped or shutting down (draining)", retry_after=True),
+    }
+    if quality:
+        errors["422"] = _error(schema, "quality best asked where the server has no fusion model (the reason is said)")
+    if keys:
+        errors["401"] = _error(schema, "No API key (api_key or Authorization: Bearer)")
+        errors["403"] = _error(schema, "A wrong API key")
+    return errors
+
+
+def _json_body(schema: dict) -> dict:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _object(properties: dict, required: list[str], **extra) -> dict:
+    return {"type": "object", "properties": properties, "required": required, **extra}
+
+
+def build_spec(settings: Settings, best: bool = False) -> dict:
+    """The document for these settings; `best`: whether quality best is available (known once the server is up:
+    it needs a fusion model that fits beside the translation model)."""
+    keys = bool(settings.api_keys)
+    codes = language_codes()
+    text = {"type": "string", "maxLength": settings.max_chars, "pattern": NONBLANK}
+    any_text = {"type": "string", "maxLength": settings.max_chars}
+    texts = {"anyOf": [text, {"type": "array", "items": any_text, "minItems": 1, "maxItems": settings.max_texts,
+                              "contains": text}],
+             "description": f"a text, or a list of up to {settings.max_texts} (at least one not blank); "
+                            f"{settings.max_chars} characters each at most"}
+    target = {"type": "string", "enum": codes, "description": "language code (see /languages) or alias"}
+    source = {"type": "string", "enum": ["auto", *codes], "default": "auto"}
+    api_key = {"type": "string", "description": "when the server requires keys (or send Authorization: Bearer)"}
+    term = {"type": "string", "maxLength": MAX_TERM_CHARS, "pattern": NONBLANK}
+    quality_fields = {
+        "glossary": {"type": ["array", "null"], "maxItems": MAX_REQUEST_TERMS, "items": _object(
+            {"source": term, "target": term}, ["source", "target"], additionalProperties=False), "description": (
+            "terms to translate a fixed way: only those occurring in a segment go into its prompt; each is checked "
+            "in the translation, a miss is retried once with stronger guidance and reported in the answer's "
+            "`glossary`. Added to the server's glossaries (HYMT_GLOSSARIES)")},
+        "context": {"type": "boolean", "default": True, "description": (
+            "translate each segment of a text with its preceding segments as context (HY-MT1.5-7B's context "
+            "prompt; models without one ignore it)")},
+        "quality": {"type": "string", "enum": ["standard", "best"] if best else ["standard"], "default": "standard",
+                    "description": "best: six candidate translations under varied decoding settings, fused into "
+                                   "one by Hunyuan-MT-Chimera-7B (about seven times the work); offered only where "
+                                   "the server has a fusion model (/health's quality)"}}
+    # In a form every value is text: context "true" or "false". A form's glossary is a JSON string of the list,
+    # which a schema cannot describe exactly, so it is said in words only.
+    quality_form = {"context": {"type": "string", "enum": ["true", "false"]}, "quality": quality_fields["quality"]}
+    translate = _object({"q": texts, "source": source, "target": target,
+                         "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
+                         "alternatives": {"type": "integer", "minimum": 0, "maximum": ALTERNATIVES_MAX},
+                         "api_key": api_key, **quality_fields}, ["q", "target"])
+    # In a form every value is text: a list is the field repeated, a number its digits.
+    translate_form = _object({**{k: v for k, v in translate["properties"].items() if k != "glossary"},
+                              **quality_form, "alternatives": {"type": "string", "pattern": "^0*([0-9]|10)$"}},
+                             ["q", "target"], description="a form; glossary may be sent as a JSON string of the list")
+    form_content = {"application/x-www-form-urlencoded": {"schema": translate_form},
+                    "multipart/form-data": {"schema": translate_form}}
+    detect = _object({"q": texts, "api_key": api_key}, ["q"])
+    detect_form = {"application/x-www-form-urlencoded": {"schema": detect}, "multipart/form-data": {"schema": detect}}
+    page = _object({"text": text, "source": source, "target": target, "stream": {"type": "boolean"},
+                    "greedy": {"type": "boolean"}, **quality_fields}, ["text", "target"])
+    part = _object({"type": {"type": "string", "const": "text"}, "text": any_text}, ["type", "text"])
+    content = {"anyOf": [any_text, {"type": "array", "items": part, "maxItems": settings.max_texts}]}
+    message = _object({"role": {"type": "string", "enum": list(ROLES)}, "content": content}, ["role", "content"])
+    user_text = _object({"role": {"const": "user"}, "content": {"anyOf": [
+        text, {"type": "array", "contains": _object({"text": text}, ["text"])}]}}, ["role", "content"])
+    suffixed = [f"{MODEL_NAME}:{code}" for code in codes]
+    chat = _object({
+        "model": {"type": "string", "enum": [MODEL_NAME, *suffixed], "default": MODEL_NAME,
+                  "description": "hunyuan-mt:<target> names the target language"},
+        "messages": {"type": "array", "items": message, "minItems": 1, "contains": user_text,
+                     "description": "the last user message with text is translated"},
+        "target_language": target, "source_language": source,
+        "stream": {"type": "boolean"}, "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        **quality_fields},
+        ["messages"],
+        anyOf=[{"required": ["target_language"]},
+               {"required": ["model"], "properties": {"model": {"enum": suffixed}}}])
+
+    def post(summary: str, body: dict, ok: dict, errors: str = "Error", quality: bool = False) -> dict:
+        operation = {"summary": summary, "requestBody": body,
+                     "responses": {"200": ok, **_errors(errors, keys, quality)}}
+        if keys:
+            operation["security"] = [{"bearer": []}]
+        return {"post": operation}
+
+    def ok(description: str, schema: dict, stream: bool = False) -> dict:
+        content = {"application/json": {"schema": schema}}
+        if stream:
+            content["text/event-stream"] = {"schema": _object({"event": {"type": "string"},
+                                                               "data": {"type": "string"}}, ["data"])}
+        return {"description": description, "content": content}
+
+    def file_post(summary: str, ok: dict) -> dict:
+        formats = " ".join(FORMATS)
+        body = {"required": True, "content": {"multipart/form-data": {"schema": _object(
+            {"file": {"type": "string", "format": "binary", "description": f"a document: {formats}"},
+             "source": source, "target": target, "api_key": api_key}, ["file", "target"])}}}
+        operation = post(f"{summary}. Formats: {formats}", body, ok)["post"]
+        operation["responses"]["413"] = _error("Error", "The file is over HYMT_MAX_FILE_BYTES")
+        operation["responses"]["415"] = _error("Error", "Not a supported format (the message lists them)")
+        return {"post": operation}
+
+    def get(summary: str, response: dict) -> dict:
+        return {"summary": summary, "responses": {"200": response}}
+
+    detected = _object({"language": {"type": "string"}, "confidence": {"type": "number"}},
+                       ["language", "confidence"])
+    languages = get("The 38 languages and their targets", ok("[{code, name, targets}]", {"type": "array", "items": _object(
+        {"code": {"type": "string"}, "name": {"type": "string"}, "targets": {"type": "array"}}, ["code", "name"])}))
+    health = {"description": "healthy or degraded (200); loading, unhealthy or draining (503)",
+              "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}
+    spec = {
+        "openapi": "3.1.0",
+        "info": {"title": "hymt", "version": __version__,
+                 "description": "Self-hosted Hunyuan-MT-7B translation. LibreTranslate- and OpenAI-compatible."},
+        "paths": {
+            "/translate": post(
+                "Translate text (LibreTranslate API)",
+                {"required": True, "content": {"application/json": {"schema": translate}, **form_content}},
+                ok("translatedText (and detectedLanguage when source is auto; glossary {terms_applied, "
+                   "segments_with_terms, misses} when terms applied; markup_fallback_segments for format html)",
+                   _object({
+                       "translatedText": {"anyOf": [{"type": "string"},
+                                                    {"type": "array", "items": {"type": "string"}}]},
+                       "detectedLanguage": {"anyOf": [detected, {"type": "array", "items": detected}]},
+                       "glossary": {"type": "object"}, "markup_fallback_segments": {"type": "integer"},
+                       "alternatives": {"type": "array"}}, ["translatedText"])), quality=True),
+            "/detect": post("Detect the language of text (LibreTranslate API)",
+                            {"required": True, "content": {"application/json": {"schema": detect}, **detect_form}},
+                            ok("[{language, confidence}] (confidence in percent)",
+                               {"type": "array", "items": detected})),
+            "/languages": {"get": languages, "post": languages},
+            "/frontend/settings": get("LibreTranslate front-end settings (limits)", ok(
+                "charLimit and friends", _object({"charLimit": {"type": "integer"}, "keyRequired": {"type": "boolean"}},
+                                                 ["charLimit", "keyRequired"]))),
+            "/api/translate": post(
+                "The web page's endpoint; stream=true answers with Server-Sent Events (start, token and progress "
+                "with the partial text, done, or error)", _json_body(page),
+                ok("JSON, or text/event-stream when stream=true (quality best: start, candidates, progress per "
+                   "fused segment, done)", _object(
+                    {"translatedText": {"type": "string"}, "segments": {"type": "integer"}}, ["translatedText"]),
+                   stream=True), quality=True),
+            "/v1/chat/completions": post(
+                "OpenAI-compatible: the last user message is translated. Target language from the model name "
+                "(hunyuan-mt:de) or the field target_language; source_language optional", _json_body(chat),
+                ok("chat.completion (with the extra field glossary), or chat.completion.chunk events (quality "
+                   "best: one chunk)", _object(
+                    {"object": {"const": "chat.completion"}, "choices": {"type": "array", "minItems": 1}},
+                    ["object", "choices"]), stream=True), errors="OpenAIError", quality=True),
+            "/translate_file": file_post(
+                "Translate a document (LibreTranslate API): the answer's translatedFileUrl downloads the result",
+                ok("translatedFileUrl, name, segments, markup_fallback_segments", _object(
+                    {"translatedFileUrl": {"type": "string"}}, ["translatedFileUrl"]))),
+            "/api/translate_file": file_post(
+                "The web page's document endpoint: Server-Sent Events (start, progress with segments done of "
+                "total, done with translatedFileUrl, or error)",
+                {"description": "text/event-stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}),
+            "/download_file/{file_id}/{name}": {"get": {
+                "summary": "A translated document, while it is kept (HYMT_FILE_RETENTION_S)",
+                "parameters": [{"name": "file_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                               {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "the file", "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                    "404": _error("Error", "No such file, or no longer kept")}}},
+            "/v1/models": get("Model names, one per target language; root: the model that runs", ok("OpenAI model list", _object(
+                {"object": {"const": "list"}, "data": {"type": "array"}}, ["object", "data"]))),
+            "/health": {"get": {"summary": "Status, profile, GPU memory, queue, the model (model_family), quality "
+                                           "best's availability and placement (quality), glossaries; 200 only when "
+                                           "it can translate",
+                                "responses": {"200": health, "503": health}}},
+            "/metrics": get("Prometheus metrics", {"description": "text format",
+                                                   "content": {"text/plain": {"schema": {"type": "string"}}}}),
+        },
+        "components": {"schemas": {
+            "Error": _object({"error": {"type": "string"}, "error_type": {"type": "string"},
+                              "error_id": {"type": "string"}}, ["error", "error_type"]),
+            "OpenAIError": _object({"error": _object({"message": {"type": "string"}, "type": {"type": "string"},
+                                                     "code": {"type": "string"}}, ["message", "type", "code"]),
+                                    "error_type": {"type": "string"}}, ["error"]),
+            "Health": _object({"status": {"type": "string",
+                                          "enum": ["healthy", "degraded", "loading", "unhealthy", "draining"]},
+                               "phase": {"type": "string"}, "queue_depth": {"type": "integer"}}, ["status"]),
+        }},
+    }
+    if keys:
+        spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer",
+                                                            "description": "an API key (HYMT_API_KEYS)"}}
+    return spec

@@ -31,7 +31,7 @@ async def translate(request: Request) -> Response:
     service: Service = request.app.state.service
     service.ready_engine()  # 503 while loading, before any parsing or detection work
     settings = service.settings
-    data = await parsing.read_request(request, settings)
+    data = await parsing.read_request(request, settings, service.limits, forms=False)
     (text,), _ = parsing.texts(data, "text", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)

@@ -2,62 +2,154 @@
 
 from __future__ import annotations
 
+import hmac
 import json
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
 from ..engine.engine import Options
-from ..errors import BadRequest, Forbidden, PayloadTooLarge
+from ..errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from ..glossary import parse_request
 from ..languages import Language, resolve
 from ..settings import Settings
+from .ratelimit import Limits
+
+JSON_TYPES = ("application/json", "")  # no content type: read as JSON, as curl --json and most clients mean it
+MAX_FORM_FIELDS = 1000
 
 
-async def read_body(request: Request, settings: Settings, limit: int | None = None) -> dict:
-    """The body as a dict. Form fields given more than once (q=a&q=b) become lists. `limit`: the largest body in
-    bytes (default: the upload limit for text requests)."""
+class FormData(dict):
+    """A form body: every value is a string (or a file), so fields that are numbers in JSON come as digits."""
+
+
+async def read_body(request: Request, settings: Settings, forms: bool = True, limit: int | None = None) -> dict:
+    """The body as a dict: JSON (an object), or with `forms` an urlencoded or multipart form, whose fields given
+    more than once (q=a&q=b) become lists. Any other content type is a 415. `limit`: the largest body in bytes
+    (default: the upload limit for text requests; documents have their own)."""
     limit = limit or settings.max_upload_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {limit}")
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        form = await request.form(max_part_size=settings.max_upload_bytes)
-        data: dict = {}
-        for key, value in form.multi_items():
-            if key in data:
-                data[key] = data[key] + [value] if isinstance(data[key], list) else [data[key], value]
-            else:
-                data[key] = value
-        return data
-    body = await request.body()
-    if len(body) > limit:
-        raise PayloadTooLarge(f"request body of {len(body)} bytes is over the limit of {limit}")
+    if forms and content_type == "application/x-www-form-urlencoded":
+        # Parsed here rather than by Starlette, which turns bytes that are not UTF-8 into U+FFFD silently.
+        body = await _read_limited(request, limit)
+        try:
+            fields = parse_qsl(body.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict",
+                               max_num_fields=MAX_FORM_FIELDS)
+        except UnicodeDecodeError:
+            raise BadRequest("the form is not UTF-8 text", error_type="invalid_text") from None
+        except ValueError as exc:
+            raise BadRequest(f"invalid form: {exc}") from None
+        return _form_data(fields)
+    if forms and content_type == "multipart/form-data":
+        # Starlette reads a part that is not UTF-8 as Latin-1.
+        form = await request.form(max_part_size=limit, max_fields=MAX_FORM_FIELDS,
+                                  max_files=MAX_FORM_FIELDS)
+        return _form_data(form.multi_items())
+    if content_type not in JSON_TYPES and not content_type.endswith("+json"):
+        accepted = "application/json" + (", application/x-www-form-urlencoded or multipart/form-data" if forms else "")
+        raise UnsupportedMediaType(f"content type {content_type!r} is not accepted here; send {accepted}")
+    body = await _read_limited(request, limit)
     if not body.strip():
         return {}
     try:
-        data = json.loads(body)
+        # A UTF-8 byte order mark is allowed before JSON text (RFC 8259 lets a parser ignore it); NaN and
+        # Infinity are not JSON.
+        data = json.loads(body.removeprefix(b"\xef\xbb\xbf"), parse_constant=_no_constant)
+    except RecursionError:
+        raise BadRequest("the JSON body is nested too deeply", error_type="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"invalid JSON body: {exc}", error_type="invalid_json") from None
     if not isinstance(data, dict):
         raise BadRequest("the JSON body must be an object", error_type="invalid_json")
+    _check_strings(data)
     return data
 
 
-async def read_request(request: Request, settings: Settings, limit: int | None = None) -> dict:
-    """The body of a request that needs an API key (when keys are configured): read, then the key checked."""
-    data = await read_body(request, settings, limit)
-    _check_api_key(data, request, settings)
+def _form_data(fields) -> FormData:
+    """Form fields as a dict; a field given more than once (q=a&q=b) becomes a list."""
+    data = FormData()
+    for key, value in fields:
+        if isinstance(value, str):
+            _check_text(value)
+        if key in data:
+            data[key] = data[key] + [value] if isinstance(data[key], list) else [data[key], value]
+        else:
+            data[key] = value
     return data
 
 
-def _check_api_key(data: dict, request: Request, settings: Settings) -> None:
+async def _read_limited(request: Request, limit: int) -> bytes:
+    """The body, read in chunks and refused as soon as it passes the limit (a chunked body declares no length)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _check_strings(data) -> None:
+    """Every string in the body (keys too) must be encodable text: JSON escapes can carry lone surrogates
+    ("\\ud800"), which no tokenizer, log or response can encode."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"the text holds an invalid character (a lone surrogate at position {exc.start}): "
+                         "send valid Unicode", error_type="invalid_text") from None
+
+
+async def read_request(request: Request, settings: Settings, limits: Limits | None = None,
+                       forms: bool = True, limit: int | None = None) -> dict:
+    """The body of a request that needs an API key (when keys are configured): read, the key checked, then the
+    rate limits of the key and of the client's address."""
+    data = await read_body(request, settings, forms, limit)
+    key_index = _check_api_key(data, request, settings)
+    if limits is not None:
+        limits.check(key_index, request.client.host if request.client else None)
+    return data
+
+
+def _check_api_key(data: dict, request: Request, settings: Settings) -> int | None:
+    """The position of the request's key in HYMT_API_KEYS (None when keys are off). The key comes from the body's
+    `api_key` (LibreTranslate clients) or `Authorization: Bearer` (OpenAI clients); it is compared with every
+    configured key in constant time, so timing tells nothing about how much of it was right."""
+    key = data.get("api_key", "")
+    if not isinstance(key, str):
+        raise BadRequest("api_key must be a string", error_type="invalid_type")
     if not settings.api_keys:
-        return
-    key = data.get("api_key") or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-    if key not in settings.api_keys:
-        raise Forbidden("invalid or missing API key" if key else "an API key is required (api_key)")
+        return None
+    if not key:
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        key = credentials.strip() if scheme.lower() == "bearer" else ""
+    given = key.encode("utf-8")
+    matches = [hmac.compare_digest(given, known.encode("utf-8")) for known in settings.api_keys]
+    if not key:
+        raise Unauthorized("an API key is required: send api_key or Authorization: Bearer <key>")
+    if not any(matches):
+        raise Forbidden("invalid API key")
+    return matches.index(True)
 
 
 def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:
@@ -79,7 +171,8 @@ def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:
             where = f"{field}[{i}]" if as_list else field
             raise BadRequest(f"{where} must be a string, not {type(item).__name__}", error_type="invalid_type")
         if len(item) > settings.max_chars:
-            raise PayloadTooLarge(f"text of {len(item)} characters is over the limit of {settings.max_chars}")
+            raise BadRequest(f"text of {len(item)} characters is over the limit of {settings.max_chars}",
+                             error_type="text_too_long")
     if not any(item.strip() for item in items):
         raise BadRequest(f"field {field!r} is empty", error_type="empty_text")
     return items, as_list
@@ -110,8 +203,8 @@ def flag(data: dict, field: str, default: bool = False) -> bool:
     value = data.get(field, default)
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off", ""):
-        return value.lower() in ("true", "1", "yes", "on")
+    if isinstance(data, FormData) and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
     raise BadRequest(f"{field} must be true or false, not {value!r}", error_type="invalid_type")
 
 
@@ -134,3 +227,18 @@ def options(data: dict, settings: Settings) -> Options:
 def quality(data: dict) -> str:
     """`quality`: "standard" (one translation) or "best" (six candidates fused by Chimera)."""
     return choice(data, "quality", QUALITIES, "standard")
+
+
+def count(data: dict, field: str, maximum: int) -> int | None:
+    """An optional whole number from 0 to `maximum` (digits in a form)."""
+    if field not in data:
+        return None
+    value = data[field]
+    if isinstance(data, FormData) and isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():  # JSON Schema counts 1.0 as an integer
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise BadRequest(f"{field} must be a whole number from 0 to {maximum}, not {value!r}",
+                         error_type="invalid_value")
+    return value

@@ -22,6 +22,7 @@ from ..languages import Language
 from ..profiles import Decision, best_segment_tokens, fusion_settings
 from ..prompts import CANDIDATE_SAMPLINGS, Sampling
 from ..settings import Settings
+from .ratelimit import Limits
 
 log = logging.getLogger("hymt.service")
 
@@ -40,6 +41,11 @@ class Service:
     phase: str = "starting"  # what start-up is doing, for /health until the engine is ready
     fusion: Engine | None = None  # the fusion model's own engine, when it is resident beside the translation model
     fusion_error: str | None = None
+    draining: bool = False  # SIGTERM came: requests in flight finish, new ones get 503
+    limits: Limits = field(init=False)
+
+    def __post_init__(self):
+        self.limits = Limits(self.settings.rate_limit_per_key, self.settings.rate_limit_per_address)
 
     def load_in_background(self, engine_factory: Callable[..., Engine] | None = None) -> threading.Thread:
         def on_phase(text: str) -> None:
@@ -88,6 +94,9 @@ class Service:
             log.error("the fusion model did not start: %s; quality best is refused", self.fusion_error)
 
     def ready_engine(self) -> Engine:
+        if self.draining:
+            raise NotReady("the server is shutting down and takes no new requests; try again shortly",
+                           max(1, round(self.settings.drain_grace_s)), error_type="draining")
         if self.engine is None:
             raise NotReady(self.load_error or f"the server is starting ({self.phase}); try again shortly")
         if not self.engine.alive:
@@ -116,7 +125,13 @@ class Service:
                 "fusion_model": self.fusion.family.name if self.fusion else None,
                 "candidates": len(CANDIDATE_SAMPLINGS)}
 
+    def busy(self) -> bool:
+        """Whether the engine still holds segments (waiting or in flight)."""
+        return any(e is not None and (e.queue_depth > 0 or e.in_flight > 0) for e in (self.engine, self.fusion))
+
     def status(self) -> str:
+        if self.draining:
+            return "draining"
         if self.load_error is not None or (self.engine is not None and not self.engine.alive):
             return "unhealthy"
         if self.engine is None:

@@ -13,6 +13,9 @@ from .inline import Item
 
 # HY-MT1.5's formatted-translation prompt asks for <target>...</target> around the answer.
 _TARGET_WRAPPER = re.compile(r"^\s*<target>|</target>\s*$")
+# Characters no XML-based format can hold (C0 controls but tab and line breaks, non-characters, lone surrogates):
+# they are dropped from text put into a document, the model's output included, instead of failing the file.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 @dataclass
@@ -84,7 +87,7 @@ def finish(prepared: Prepared, translations: list[str]) -> Result:
     outcomes = [Outcome(items, translated=False) for items in segments]
     fallbacks = 0
     for sent, translation in zip(prepared.sent, translations):
-        translation = _TARGET_WRAPPER.sub("", translation)
+        translation = NOT_XML.sub("", _TARGET_WRAPPER.sub("", translation))
         if not translation.strip():
             continue  # the model gave nothing: the source words stay, so no cue, cell or paragraph goes empty
         text = sent.lead + translation.strip() + sent.trail

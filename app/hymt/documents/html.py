@@ -13,7 +13,7 @@ import io
 import lxml.html
 from lxml import etree
 
-from .base import Extraction, Outcome
+from .base import NOT_XML, Extraction, Outcome
 from .inline import Item
 from .xmlinline import items_of, localname, replace_run
 
@@ -131,6 +131,7 @@ def _page(root) -> _Collector:
 
 def read_fragment(text: str, target: str, as_bytes: bool = False) -> Extraction:
     """An HTML fragment (the /translate API's format: html); written back as a fragment, nothing added."""
+    text = NOT_XML.sub("", text)
     if not text.strip():
         return Extraction([], lambda outcomes: text.encode("utf-8") if as_bytes else text)
     wrapper = lxml.html.fragment_fromstring(text, create_parent="div")

@@ -28,6 +28,7 @@ from ..languages import Language
 from ..profiles import TIERS, Decision, in_flight, segment_kv_tokens
 from ..settings import Settings
 from . import adapters as adapter_registry
+from .admission import Admission
 from .loader import load
 from .runner import ModelRunner, RunnerPlan
 from .scheduler import Scheduler, Sequence, State, Step
@@ -173,7 +174,15 @@ class Engine:
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         self._stopping = False
+        # While a step runs outside the lock, its segments' rows and ranges are in use: a job ended meanwhile
+        # (cancelled by its client) leaves the scheduler when the step is over, not under the runner's feet.
+        self._stepping = False
+        self._ended_in_step: list[int] = []
         self.last_oom_at: float | None = None
+        # Until throughput is measured under load, the warm-up's prefill rate stands in for it.
+        warmup = startup.warmup
+        seed = warmup.get("prefill_tokens", 0) / warmup["seconds"] if warmup.get("seconds") else 100.0
+        self.admission = Admission(settings.max_queue_wait_s, seed)
         self._thread = threading.Thread(target=self._loop, name="hymt-engine", daemon=True)
         self._thread.start()
 
@@ -284,9 +293,29 @@ class Engine:
         with self._cond:
             if self._stopping:
                 raise NotReady("the server is stopping")
-            self.scheduler.add(pending)
+            self._admit(pending)
             self._cond.notify()
         return job
+
+    def _admit(self, seqs: list[Sequence]) -> None:
+        """Queue a job's segments if they can be expected to start within HYMT_MAX_QUEUE_WAIT_S; refuse it
+        at once otherwise (and when the queue is full). Called with the lock held."""
+        stats, waiting = self.runner.stats, self.scheduler.waiting
+        self.admission.observe(stats.tokens_out, sum(stats.step_s.values()), saturated=bool(waiting))
+        verdict = self.admission.decide([s.max_new_tokens - len(s.output_ids) for s in waiting],
+                                        [s.max_new_tokens for s in seqs],
+                                        self.scheduler.max_in_flight - len(self.scheduler.running))
+        if not verdict.admitted:
+            self.admission.refused += 1
+            raise Overloaded(f"the server is busy: this request would wait about {verdict.expected_wait_s:.0f} s "
+                             f"to start (the limit is {self.settings.max_queue_wait_s:g} s); try again in "
+                             f"{verdict.retry_after_s} s", verdict.retry_after_s)
+        try:
+            self.scheduler.add(seqs)
+        except Overloaded:
+            self.admission.refused += 1
+            raise
+        self.admission.admitted += 1
 
     def cancel(self, job: Job) -> None:
         """Drop the job's queued segments and stop its running ones; the job ends as cancelled."""
@@ -331,6 +360,7 @@ class Engine:
                     self._cond.wait()
                 if self._stopping:
                     return
+                self._stepping = True
             try:
                 tokens = (self.runner.prefill(step.chunks) if step.kind == "prefill"
                           else self.runner.decode(step.seqs))
@@ -339,6 +369,8 @@ class Engine:
                 continue
             except Exception as exc:  # noqa: BLE001 - a failed step ends its jobs with an error, not the engine
                 log.exception("a %s step of %d segments failed", step.kind, len(step.sequences))
+                with self._cond:
+                    self._step_over()
                 for job in {s.payload[0] for s in step.sequences}:
                     self._end(job, GenerationError(f"generation failed: {type(exc).__name__}"))
                 continue
@@ -353,6 +385,7 @@ class Engine:
         events: list[Event] = []
         stop_ids = self.runner.loaded.stop_ids
         with self._cond:
+            self._step_over()
             lengths = [c.length for c in step.chunks] if step.kind == "prefill" else [1] * len(step.seqs)
             for seq, length, token in zip(step.sequences, lengths, tokens):
                 if seq.state is not State.RUNNING:  # its job ended (cancelled or failed) during the step
@@ -374,6 +407,7 @@ class Engine:
     def _finish(self, seq: Sequence, events: list[Event]) -> None:
         self.scheduler.finish(seq)
         self.runner.stats.segments += 1
+        self.admission.observe_finished(seq.max_new_tokens, len(seq.output_ids))
         job, source_text = seq.payload
         cleaned = cleanup.clean(source_text, self.decode(seq.output_ids))
         missed = glossary.missing(job.terms[seq.index], cleaned.text) if job.terms else []
@@ -409,6 +443,7 @@ class Engine:
         if self.runner.device.type == "cuda":
             torch.cuda.empty_cache()
         with self._cond:
+            self._step_over()
             running = self.scheduler.running
             if step.kind == "prefill":
                 victims = [c.seq for c in step.chunks if not c.decoding and c.seq.state is State.RUNNING]
@@ -435,11 +470,20 @@ class Engine:
                 return False
             job.ended = True
             job.error = error
-            if error is not None:
+            if error is not None and self._stepping:
+                self._ended_in_step.append(job.id)
+            elif error is not None:
                 self.scheduler.remove_job(job.id)
         self._emit(job, Event("error", job, error=error) if error else Event("done", job))
         job.done.set()
         return True
+
+    def _step_over(self) -> None:
+        """The step's segments are free to leave: jobs ended during it leave the scheduler now (lock held)."""
+        self._stepping = False
+        for job_id in self._ended_in_step:
+            self.scheduler.remove_job(job_id)
+        self._ended_in_step.clear()
 
     @staticmethod
     def _emit(job: Job, event: Event) -> None:

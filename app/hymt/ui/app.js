@@ -7,6 +7,18 @@ const state = { languages: [], charLimit: 20000, busy: false, controller: null, 
 // Documents whose translation is text worth showing on the page as well as offering for download.
 const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
 const GLOSSARY_KEY = "hymt.glossary";  // sessionStorage: the glossary lives as long as the tab
+const KEY_STORAGE = "hymt-api-key";
+
+function askForKey(message) {
+  // The server requires API keys: the field shows, keeps what is typed in this browser, and is sent as a Bearer.
+  $("key-field").hidden = false;
+  if (message) { $("message").textContent = message; $("api-key").focus(); }
+}
+
+function authHeaders() {
+  const key = $("api-key").value.trim();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
 
 function fillSelect(select, filter, withAuto) {
   const keep = select.value;
@@ -34,6 +46,10 @@ function updateCounter() {
 
 function showError(status, body) {
   const text = body && body.error ? body.error : `the server answered ${status}`;
+  if (status === 401 || status === 403) {
+    askForKey($("api-key").value ? `This API key was refused: ${text}` : "This server requires an API key: enter it above.");
+    return;
+  }
   const prefix = { 429: "The server is busy. ", 413: "Too long. ", 503: "Not ready. " }[status] || "";
   $("message").textContent = prefix + text;
 }
@@ -87,7 +103,7 @@ async function translate() {
   state.controller = new AbortController();
   try {
     const response = await fetch("/api/translate", {
-      method: "POST", headers: { "Content-Type": "application/json" }, signal: state.controller.signal,
+      method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() }, signal: state.controller.signal,
       body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true,
                              quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() }),
     });
@@ -146,7 +162,8 @@ async function loadFile(file) {
   form.append("source", $("source").value);
   form.append("target", $("target").value);
   try {
-    const response = await fetch("/api/translate_file", { method: "POST", body: form, signal: state.controller.signal });
+    const response = await fetch("/api/translate_file", { method: "POST", body: form, headers: authHeaders(),
+                                                         signal: state.controller.signal });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
     let finished = null;
     await readEvents(response, (kind, body) => {
@@ -305,6 +322,9 @@ async function init() {
   state.charLimit = settings.charLimit;
   if (settings.filesTranslation) state.fileFormats = settings.supportedFilesFormat;
   $("file").accept = state.fileFormats.join(",");
+  $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
+  $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORAGE, $("api-key").value.trim()));
+  if (settings.keyRequired) askForKey($("api-key").value ? "" : "This server requires an API key: enter it above.");
   refreshPickers();
   $("source").value = "auto";
   $("target").value = "en";
