@@ -1,11 +1,12 @@
-"""The container probe: exit 0 when the server can translate, 1 when not, with one line that says why."""
+"""The container probe: exit 0 when the server can translate, 1 when not, with one line that says why. When the
+server does not answer 200, the health service says whether supervisord gave up on it ("failed: ...")."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from healthcheck.service import server_health
+from healthcheck.service import monitor_health, server_health
 from hymt.errors import ConfigError
 from hymt.settings import Settings
 
@@ -25,7 +26,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{state}: profile {body.get('profile')}, queue {body.get('queue_depth')}, "
               f"GPU {body.get('gpu_memory_used_gb')} GB")
         return 0
-    # The first word is the state ("loading", "unhealthy", "unreachable"); the rest says why.
+    watcher = monitor_health(settings)
+    if watcher.get("status") == "failed":
+        print(f"failed: {watcher['error']}")
+        return 1
+    # The first word is the state ("loading", "unhealthy", "unreachable", "failed"); the rest says why.
     why = body.get("error") or (f"starting: {body.get('phase', 'loading')}" if state == "loading" else f"HTTP {status}")
     print(f"{state}: {why}")
     return 1

@@ -109,7 +109,7 @@ def test_hung_server_is_detected_and_restarted_by_the_health_service(appliance):
     appliance.wait(lambda: appliance.health().get("status") == "healthy")
     watcher = httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").json()
     assert watcher["restarts"] >= 1
-    assert "restarting hymt-server: unreachable" in (Path(appliance.env["HYMT_LOG_DIR"]) / "health.log").read_text()
+    assert "restarting hymt-server: unreachable" in Path(appliance.log.name).read_text()
 
 
 def probe(port: int) -> subprocess.CompletedProcess:

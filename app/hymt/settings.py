@@ -50,6 +50,8 @@ class Settings:
     cudnn_attention: bool = False
     # The appliance: where supervisord keeps its socket, and how the health service watches the server.
     run_dir: str = "/run/hymt"
+    # Where the programs' logs are (the health service quotes the server's last lines when it cannot start).
+    log_dir: str = "/var/log/hymt"
     health_port: int = 8081
     health_interval_s: float = 5.0
     health_failures: int = 3  # consecutive failed checks before the server is restarted
