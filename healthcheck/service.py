@@ -171,7 +171,7 @@ def failure_reason(info: dict, tail: list[str]) -> str:
         if line.startswith("hymt: error: "):
             return line.removeprefix("hymt: error: ")
     for line in reversed(tail):
-        if "Error: " in line or "Error " in line:
+        if "Error: " in line or "[Errno " in line:
             return line.strip()
     return info.get("spawnerr") or info.get("description") or "no error line in its log"
 

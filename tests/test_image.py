@@ -227,6 +227,18 @@ def test_broken_model_fails_in_bounded_time_and_says_why(image, test_model, tmp_
         box.remove()
 
 
+def test_a_runtime_without_the_bind_capability_is_reported(image):
+    """A runtime that drops CAP_NET_BIND_SERVICE: the bind to port 80 is refused each time, the server ends FATAL
+    instead of restarting forever, and the probe quotes the refusal."""
+    box = Container("hymt-test-nobind", "--cap-drop", "NET_BIND_SERVICE", "-e", "HYMT_HEALTH_INTERVAL_S=2")
+    try:
+        probe = box.wait(lambda: (r := box.exec("hymt-probe")).stdout.startswith("failed:") and r, what="failed")
+        assert "[Errno 13]" in probe.stdout and "port 80" not in probe.stderr
+        assert "hymt-server could not start and supervisord gave up" in box.logs()
+    finally:
+        box.remove()
+
+
 def test_model_directory_without_a_checkpoint_ends_the_container(image, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -242,17 +254,17 @@ def test_model_directory_without_a_checkpoint_ends_the_container(image, tmp_path
 
 def test_sigterm_finishes_in_flight_requests_and_exits_zero(image):
     """docker stop: SIGTERM to supervisord, which stops the server; uvicorn finishes the request in flight (a
-    translation streaming its tokens when the stop begins), then the container exits 0 within the stop timeout
-    (past it the runtime would SIGKILL: exit code 137)."""
-    box = Container("hymt-test-stop", "-e", "HYMT_MAX_NEW_TOKENS=400", "-e", "HYMT_GREEDY=1")
+    translation streaming its tokens when the stop begins, short enough for uvicorn's 10 s of graceful shutdown),
+    then the container exits 0 within the stop timeout (past it the runtime would SIGKILL: exit code 137)."""
+    box = Container("hymt-test-stop", "-e", "HYMT_MAX_NEW_TOKENS=32", "-e", "HYMT_GREEDY=1")
     try:
         box.wait(lambda: box.health().get("status") == "healthy", what="healthy")
         events: list[str] = []
         started = threading.Event()
 
         def stream():
-            # One long segment: its output budget (hundreds of tokens) keeps it decoding while the stop begins.
-            text = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)
+            # One segment of 32 output tokens: still decoding when the stop begins.
+            text = " ".join(["the quick brown fox jumps over the lazy dog"] * 4)
             with httpx.stream("POST", f"{box.url}/api/translate", timeout=120,
                               json={"text": text, "source": "en", "target": "de", "stream": True}) as response:
                 for line in response.iter_lines():
@@ -264,10 +276,12 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(image):
         client = threading.Thread(target=stream)
         client.start()
         assert started.wait(120), events
+        events.append("stop")
         stop = podman("stop", box.name, timeout=STOP_TIMEOUT_S + 30, check=False)
         client.join(60)
         assert stop.returncode == 0, stop.stderr
         assert events[-1] == "done", events[-5:]
+        assert events.index("stop") < events.index("done")  # it was in flight when the stop began
         state = box.state()
         assert state["Status"] == "exited" and state["ExitCode"] == 0, state
     finally:
