@@ -9,13 +9,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from servers import free_port
+from servers import free_port, wait_until
 
 pytestmark = pytest.mark.appliance
 
@@ -51,13 +50,7 @@ class Appliance:
             return {"status": "unreachable"}
 
     def wait(self, predicate, timeout: float = 120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.5)
-        raise TimeoutError(f"condition not met in {timeout} s; log: {Path(self.log.name).read_text()[-2000:]}")
+        return wait_until(predicate, timeout, Path(self.log.name).read_text)
 
     def server_pid(self) -> int:
         return self.rpc.supervisor.getProcessInfo("hymt-server")["pid"]

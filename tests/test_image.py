@@ -11,13 +11,12 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from servers import free_port
+from servers import free_port, wait_until
 
 # A cold build (base image, torch, the pinned packages) takes minutes; the tests after it take seconds.
 pytestmark = [pytest.mark.image, pytest.mark.timeout(1800)]
@@ -109,13 +108,7 @@ class Container:
             return {"status": "unreachable"}
 
     def wait(self, predicate, timeout: float = 240, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(1)
-        raise TimeoutError(f"{what} not met in {timeout} s; log:\n{self.logs()[-3000:]}")
+        return wait_until(predicate, timeout, self.logs, what, interval=1)
 
     def logs(self) -> str:
         result = podman("logs", self.name, check=False)
