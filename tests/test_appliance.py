@@ -81,10 +81,13 @@ def test_all_programs_running_and_health(appliance):
     health = appliance.health()
     assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0 and "no GPU" in health["note"]
     assert health["profile"] == "cpu"
-    watcher = appliance.wait(lambda: httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").json()
-                             if httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").status_code == 200
-                             else None)
-    assert watcher["gpu_memory_used_gb"] == 0 and watcher["server_state"] == "RUNNING"
+    def watcher_sees_it_running():
+        response = httpx.get(f"http://127.0.0.1:{appliance.health_port}/health")
+        # The health service samples every second: wait for a sample taken after supervisord's RUNNING.
+        return response.status_code == 200 and response.json()["server_state"] == "RUNNING" and response.json()
+
+    watcher = appliance.wait(watcher_sees_it_running)
+    assert watcher["gpu_memory_used_gb"] == 0
     decision = json.loads((Path(appliance.env["HYMT_RUN_DIR"]) / "decision.json").read_text())
     assert decision["profile"] == "cpu"
 
