@@ -232,6 +232,51 @@ def test_a_runtime_without_the_bind_capability_is_reported(image):
         box.remove()
 
 
+DOCKER_AS_PODMAN = """#!/usr/bin/env bash
+# docker as start.sh calls it, played by podman: compose's one service is the container hymt-test-compose.
+set -eu
+name=hymt-test-compose
+case "$1 ${2:-}" in
+  "info --format") echo '{"nvidia": {}}' ;;
+  "info ") ;;
+  "image inspect") exec podman image inspect "$3" >/dev/null ;;
+  "compose up") podman rm -f "$name" >/dev/null 2>&1 || true
+                exec podman run -d --name "$name" -v "$HYMT_MODEL_DIR:/models:ro" -e HYMT_HEALTH_INTERVAL_S=2 \\
+                  "$HYMT_IMAGE" ;;
+  "compose ps") echo "$name" ;;
+  "compose logs") exec podman logs --tail 15 "$name" ;;
+  inspect*|exec*|logs*) exec podman "$@" ;;
+  *) echo "docker stand-in: $* is not played" >&2; exit 2 ;;
+esac
+"""
+
+
+def test_start_sh_docker_path_ends_with_the_reason_when_the_model_is_broken(image, test_model, tmp_path):
+    """./start.sh with Docker (played by podman): a checkpoint the container's user cannot read ends start.sh with
+    the server's error within a bounded time, not after the image's 15-minute start period."""
+    if os.getuid() != 0:
+        pytest.skip("the model must belong to another user than the container's: run as root")
+    tmp_path.chmod(0o755)
+    broken = Path(shutil.copytree(test_model, tmp_path / "model"))
+    (broken / "model.safetensors").chmod(0o600)
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "docker").write_text(DOCKER_AS_PODMAN)
+    (shims / "docker").chmod(0o755)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}, "HYMT_IMAGE": IMAGE,
+           "PATH": f"{shims}:{os.environ['PATH']}", "CONTAINERS_CONF": str(ROOT / "tests/containers.conf")}
+    try:
+        result = subprocess.run([str(ROOT / "start.sh"), "--model", str(broken)], capture_output=True, text=True,
+                                timeout=600, env=env)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert ("start.sh: the container did not come up: hymt-server could not start and supervisord gave up: "
+                "permission denied: cannot read /models/model.safetensors") in result.stderr
+        # The container log's last lines end with the server log's own, quoted by the health service.
+        assert "its last log lines" in result.stderr and "  hymt: error: permission denied" in result.stderr
+    finally:
+        podman("rm", "-f", "-t", "0", "hymt-test-compose", check=False)
+
+
 def test_model_directory_without_a_checkpoint_ends_the_container(image, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
