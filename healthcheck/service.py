@@ -24,6 +24,9 @@ log = logging.getLogger("hymt.health")
 
 PROGRAM = "hymt-server"
 LOG_TAIL_LINES = 20
+# A server that dies after supervisord's startsecs (a load that fails late) is restarted by supervisord without end
+# and never FATAL; this many new processes without one healthy answer between them mean it cannot start either.
+STARTS_BEFORE_FAILED = 3
 
 
 def supervisor_rpc(settings: Settings):
@@ -67,6 +70,8 @@ class Monitor:
         self.backoff_s = settings.health_interval_s
         self.latest: dict = {"status": "starting"}
         self.failure: dict | None = None  # why the server could not start, until it is healthy again
+        self.last_pid: int | None = None
+        self.unhealthy_starts = 0  # server processes seen since its last healthy answer
 
     def check(self) -> dict:
         status, body = server_health(self.settings)
@@ -90,6 +95,7 @@ class Monitor:
             sample["note"] = "no GPU visible to NVML: gpu_memory_used_gb is 0"
         if "error" in body:
             sample["error"] = body["error"]
+        self._count_starts(status, pid)
         self._note_failure(status, info)
         if self.failure is not None:
             sample.update(status="failed", **self.failure)
@@ -97,15 +103,30 @@ class Monitor:
         self.latest = sample
         return sample
 
+    def _count_starts(self, status: int | None, pid: int | None) -> None:
+        if status == 200:
+            self.unhealthy_starts = 0
+        elif pid and pid != self.last_pid and self.last_pid is not None:
+            self.unhealthy_starts += 1
+        self.last_pid = pid or self.last_pid
+
     def _note_failure(self, status: int | None, info: dict) -> None:
         if status == 200:
             self.failure = None
-        elif info.get("statename") == "FATAL" and self.failure is None:
-            tail = server_log_tail(self.settings)
-            self.failure = {"error": f"{PROGRAM} could not start and supervisord gave up: {failure_reason(info, tail)}",
-                            "server_log_tail": tail}
-            log.error("%s\nlast lines of %s:\n%s", self.failure["error"], server_log(self.settings),
-                      "\n".join(f"  {line}" for line in tail))
+            return
+        if self.failure is not None:
+            return
+        if info.get("statename") == "FATAL":
+            why = "supervisord gave up"
+        elif self.unhealthy_starts >= STARTS_BEFORE_FAILED:
+            why = f"it was restarted {self.unhealthy_starts} times without becoming healthy"
+        else:
+            return
+        tail = server_log_tail(self.settings)
+        self.failure = {"error": f"{PROGRAM} could not start and {why}: {failure_reason(info, tail)}",
+                        "server_log_tail": tail}
+        log.error("%s\nlast lines of %s:\n%s", self.failure["error"], server_log(self.settings),
+                  "\n".join(f"  {line}" for line in tail))
 
     def _process_info(self) -> dict:
         try:

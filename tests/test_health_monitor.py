@@ -116,3 +116,20 @@ def test_failure_reason_falls_back_to_the_last_error_line():
             "('0.0.0.0', 80): permission denied", "INFO: Waiting for application shutdown."]
     assert service.failure_reason({}, tail) == tail[1].strip()
     assert service.failure_reason({"spawnerr": "can't find command"}, ["nothing"]) == "can't find command"
+
+
+def test_a_server_that_dies_after_its_startsecs_again_and_again_is_failed(monitor, tmp_path):
+    """supervisord restarts a server that fails late (after startsecs) without end and never calls it FATAL."""
+    mon, answers = monitor
+    mon.settings = Settings(health_interval_s=1, health_failures=3, health_backoff_max_s=8, log_dir=str(tmp_path))
+    (tmp_path / "server.log").write_text("hymt: error: out of memory while warming up\n")
+    answers += [(503, {"status": "loading"})] * (service.STARTS_BEFORE_FAILED + 1) + [(200, {"status": "healthy"})]
+    for pid in range(100, 100 + service.STARTS_BEFORE_FAILED):
+        mon.rpc.supervisor.pid = pid
+        assert mon.check()["status"] == "loading"
+    mon.rpc.supervisor.pid += 1
+    sample = mon.check()
+    assert sample["status"] == "failed"
+    assert sample["error"] == (f"hymt-server could not start and it was restarted {service.STARTS_BEFORE_FAILED} "
+                               "times without becoming healthy: out of memory while warming up")
+    assert mon.check()["status"] == "healthy" and mon.unhealthy_starts == 0
