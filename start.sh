@@ -73,16 +73,12 @@ run_native() {
   }
   if ! wait_healthy probe "http://localhost:$HYMT_PORT/"; then
     local why
-    why=$("$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" 2>/dev/null || true)
+    why=$("$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail 2>/dev/null || true)
     case "$why" in
-      failed:*) why=${why#failed: } ;;
-      *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log | tail -n 1) ;;
+      failed:*) echo "start.sh: the appliance did not come up: ${why#failed: }" >&2 ;;
+      *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log | tail -n 1)
+         echo "start.sh: the appliance did not come up: ${why:-see the logs in $HYMT_LOG_DIR}" >&2 ;;
     esac
-    echo "start.sh: the appliance did not come up: ${why:-see the logs in $HYMT_LOG_DIR}" >&2
-    if [ -s "$HYMT_LOG_DIR/server.log" ]; then
-      echo "last lines of $HYMT_LOG_DIR/server.log:" >&2
-      tail -n 10 "$HYMT_LOG_DIR/server.log" | sed 's/^/  /' >&2
-    fi
     # A start that failed does not keep retrying in the background.
     .venv/bin/supervisorctl -s "$sock" shutdown >/dev/null 2>&1 || true
     exit 1
@@ -118,14 +114,15 @@ run_docker() {
   }
   if ! wait_healthy probe "http://localhost:${HYMT_HOST_PORT:-80}/"; then
     local why
-    why=$(docker exec "$cid" hymt-probe 2>/dev/null || true)
+    why=$(docker exec "$cid" hymt-probe --log-tail 2>/dev/null || true)
     case "$why" in
-      failed:*) why=${why#failed: } ;;
-      *) why=$(docker logs --tail 50 "$cid" 2>&1 | grep 'hymt: cannot start\|could not start' | tail -n 1) ;;
+      failed:*) echo "start.sh: the container did not come up: ${why#failed: }" >&2 ;;
+      *) why=$(docker logs --tail 50 "$cid" 2>&1 | grep 'hymt: cannot start\|could not start' | tail -n 1)
+         echo "start.sh: the container did not come up: ${why:-see docker compose logs hymt}" >&2
+         echo "its last log lines:" >&2
+         docker compose logs --no-log-prefix --tail 15 hymt 2>&1 | sed 's/^/  /' >&2 ;;
     esac
-    echo "start.sh: the container did not come up: ${why:-see docker compose logs hymt}" >&2
-    echo "its last log lines (docker compose logs hymt; stop it with ./start.sh --stop):" >&2
-    docker compose logs --no-log-prefix --tail 15 hymt 2>&1 | sed 's/^/  /' >&2
+    echo "(docker compose logs hymt for more; ./start.sh --stop to remove it)" >&2
     exit 1
   fi
 }

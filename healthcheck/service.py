@@ -145,8 +145,8 @@ class Monitor:
             if healthy:
                 self.backoff_s = self.settings.health_interval_s
             return
-        if info.get("statename") == "STARTING":
-            return  # supervisord is (re)starting it already
+        if info.get("statename") in ("STARTING", "BACKOFF"):
+            return  # supervisord is (re)starting it already, and ends it FATAL when the tries run out
         self.failures += 1
         if (self.failures >= self.settings.health_failures or gave_up) and now >= self.next_restart_at:
             why = f"{sample['status']} for {self.failures} checks (state {info.get('statename')})"
