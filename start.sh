@@ -79,8 +79,9 @@ run_native() {
       *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log | tail -n 1)
          echo "start.sh: the appliance did not come up: ${why:-see the logs in $HYMT_LOG_DIR}" >&2 ;;
     esac
-    # A start that failed does not keep retrying in the background.
+    # A start that failed does not keep retrying in the background: shut down, and wait until it has.
     .venv/bin/supervisorctl -s "$sock" shutdown >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
     exit 1
   fi
   echo "logs: $HYMT_LOG_DIR; stop with ./start.sh --native --stop"
