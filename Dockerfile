@@ -1,6 +1,13 @@
 # hymt: Hunyuan-MT-7B behind a web page and an HTTP API, on whatever NVIDIA GPU the host has.
 # CUDA 12.8 runtime: runs on drivers >= 570, which current consumer and data-centre drivers are.
+# CUDA_IMAGE is the base: the tests build on a local Debian image standing in for it (tests/test_image.py).
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
+
+# A checkpoint directory on disk, baked instead of MODEL_ID's download:
+#   docker build --build-context model=/path/to/checkpoint --build-arg MODEL_ID= .
+# Without that context this stage is empty and nothing is copied from it.
+FROM scratch AS model
+
 FROM ${CUDA_IMAGE}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -20,7 +27,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # Ubuntu's python3 of this release; security updates come with a rebuild, so no version pin.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates libcap2-bin \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
 
@@ -38,20 +45,27 @@ print('\n'.join(p['dependencies'] + p['optional-dependencies']['gpu']))" > /tmp/
 # The model, baked before the code so that a code change does not download it again. Empty MODEL_ID: mount
 # a checkpoint at /models instead.
 ARG MODEL_ID=tencent/Hunyuan-MT-7B
+# Mode 0755: the image runs as uid 10001, which must read files a checkpoint may have kept private (0600).
+COPY --from=model --chmod=0755 / /models/
 RUN mkdir -p /models \
     && if [ -n "${MODEL_ID}" ]; then hf download "${MODEL_ID}" --local-dir /models \
          --include "*.json" "*.safetensors" "*.jinja" "*.txt" "*.model" "*.py" "*.tiktoken"; fi \
-    && rm -rf /opt/hf
+    && rm -rf /opt/hf /models/.cache
 
 COPY app /src/app
 COPY healthcheck /src/healthcheck
 RUN pip install --no-cache-dir --no-deps /src
 COPY rootfs /
 
-RUN useradd --system --uid 10001 --home-dir /run/hymt hymt \
-    && mkdir -p /run/hymt /var/log/hymt /var/cache/hymt/compile \
-    && chown -R hymt /run/hymt /var/log/hymt /var/cache/hymt
-# Docker lets an unprivileged user bind port 80 inside the container (net.ipv4.ip_unprivileged_port_start=0).
+# --no-log-init and an existing home keep useradd quiet (a system uid above SYS_UID_MAX is warned about otherwise).
+RUN mkdir -p /run/hymt /var/log/hymt /var/cache/hymt/compile \
+    && useradd --uid 10001 --no-create-home --no-log-init --home-dir /run/hymt --shell /usr/sbin/nologin hymt \
+    && chown -R hymt /run/hymt /var/log/hymt /var/cache/hymt \
+    && cp /usr/bin/setpriv /usr/local/bin/hymt-bind \
+    && setcap cap_net_bind_service=+p /usr/local/bin/hymt-bind
+# Port 80 as uid 10001 under any runtime: only Docker opens ports below 1024 to every user inside a container
+# (net.ipv4.ip_unprivileged_port_start=0); podman, host networking and Kubernetes do not. hymt-bind (setpriv with
+# the one capability) hands the server CAP_NET_BIND_SERVICE as an ambient capability (rootfs/usr/local/bin/hymt-serve).
 USER 10001
 
 EXPOSE 80

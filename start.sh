@@ -61,7 +61,10 @@ run_native() {
     echo "start.sh: hymt is already running natively (./start.sh --native --stop first)" >&2; exit 1
   fi
   mkdir -p "$HYMT_LOG_DIR"
-  setsid nohup rootfs/usr/local/bin/hymt-entrypoint >"$HYMT_LOG_DIR/appliance.log" 2>&1 < /dev/null &
+  # Appended to (O_APPEND): supervisord's programs that log to /dev/stdout open the file again, and without
+  # O_APPEND their lines and supervisord's would overwrite each other.
+  : >"$HYMT_LOG_DIR/appliance.log"
+  setsid nohup rootfs/usr/local/bin/hymt-entrypoint >>"$HYMT_LOG_DIR/appliance.log" 2>&1 < /dev/null &
   local pid=$!
   probe() {
     if ! kill -0 "$pid" 2>/dev/null; then echo failed; return; fi
@@ -69,7 +72,16 @@ run_native() {
     "$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" | cut -d: -f1
   }
   if ! wait_healthy probe "http://localhost:$HYMT_PORT/"; then
-    echo "start.sh: the appliance did not come up: $(grep -h 'hymt: \|error' "$HYMT_LOG_DIR"/*.log | tail -n 1)" >&2
+    local why
+    why=$("$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail 2>/dev/null || true)
+    case "$why" in
+      failed:*) echo "start.sh: the appliance did not come up: ${why#failed: }" >&2 ;;
+      *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log | tail -n 1)
+         echo "start.sh: the appliance did not come up: ${why:-see the logs in $HYMT_LOG_DIR}" >&2 ;;
+    esac
+    # A start that failed does not keep retrying in the background: shut down, and wait until it has.
+    .venv/bin/supervisorctl -s "$sock" shutdown >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
     exit 1
   fi
   echo "logs: $HYMT_LOG_DIR; stop with ./start.sh --native --stop"
@@ -94,9 +106,26 @@ run_docker() {
   fi
   docker compose up -d
   local cid; cid=$(docker compose ps -q hymt)
-  probe() { docker inspect --format '{{.State.Health.Status}}' "$cid"; }
-  wait_healthy probe "http://localhost:${HYMT_HOST_PORT:-80}/" || {
-    echo "start.sh: the container is unhealthy: $(docker compose logs --tail 5 hymt | tail -n 1)" >&2; exit 1; }
+  # Docker's own health status stays "starting" for the whole start period (15 minutes) however the start goes;
+  # the probe inside the container knows at once when the server cannot start (and a container that stopped or
+  # restarts has failed: its entrypoint refused the setup).
+  probe() {
+    [ "$(docker inspect --format '{{.State.Status}} {{.RestartCount}}' "$cid")" = "running 0" ] || { echo failed; return; }
+    docker exec "$cid" hymt-probe | cut -d: -f1
+  }
+  if ! wait_healthy probe "http://localhost:${HYMT_HOST_PORT:-80}/"; then
+    local why
+    why=$(docker exec "$cid" hymt-probe --log-tail 2>/dev/null || true)
+    case "$why" in
+      failed:*) echo "start.sh: the container did not come up: ${why#failed: }" >&2 ;;
+      *) why=$(docker logs --tail 50 "$cid" 2>&1 | grep 'hymt: cannot start\|could not start' | tail -n 1)
+         echo "start.sh: the container did not come up: ${why:-see docker compose logs hymt}" >&2
+         echo "its last log lines:" >&2
+         docker compose logs --no-log-prefix --tail 15 hymt 2>&1 | sed 's/^/  /' >&2 ;;
+    esac
+    echo "(docker compose logs hymt for more; ./start.sh --stop to remove it)" >&2
+    exit 1
+  fi
 }
 
 if [ "$native" = 1 ]; then

@@ -1,6 +1,8 @@
 """The health service (a supervisord program): samples GPU memory through NVML and the server's /health, serves
 what it saw on its own port, and restarts the inference program through supervisord's XML-RPC interface when it
-stays unhealthy (hung, or crashing in a loop), with exponential back-off between restarts."""
+stays unhealthy (hung, or crashing in a loop), with exponential back-off between restarts. When supervisord gives up
+on the server (FATAL: it kept failing to start), it reports "failed" with the last lines of the server's log, on
+its /health and once in the container's log."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import json
 import logging
 import threading
 import time
+from collections import deque
+from pathlib import Path
 import urllib.error
 import urllib.request
 import xmlrpc.client
@@ -19,6 +23,10 @@ from hymt.settings import Settings
 log = logging.getLogger("hymt.health")
 
 PROGRAM = "hymt-server"
+LOG_TAIL_LINES = 20
+# A server that dies after supervisord's startsecs (a load that fails late) is restarted by supervisord without end
+# and never FATAL; this many new processes without one healthy answer between them mean it cannot start either.
+STARTS_BEFORE_FAILED = 3
 
 
 def supervisor_rpc(settings: Settings):
@@ -30,7 +38,15 @@ def supervisor_rpc(settings: Settings):
 
 def server_health(settings: Settings) -> tuple[int | None, dict]:
     """(HTTP status, body) of the server's /health; (None, {"error": ...}) when it does not answer in time."""
-    url = f"http://127.0.0.1:{settings.port}/health"
+    return _get_health(f"http://127.0.0.1:{settings.port}/health", settings)
+
+
+def monitor_health(settings: Settings) -> dict:
+    """What this service last saw ({"error": ...} when it does not answer)."""
+    return _get_health(f"http://127.0.0.1:{settings.health_port}/health", settings)[1]
+
+
+def _get_health(url: str, settings: Settings) -> tuple[int | None, dict]:
     try:
         with urllib.request.urlopen(url, timeout=min(5.0, settings.health_interval_s * 2)) as response:
             return response.status, json.loads(response.read())
@@ -53,6 +69,9 @@ class Monitor:
         self.next_restart_at = 0.0
         self.backoff_s = settings.health_interval_s
         self.latest: dict = {"status": "starting"}
+        self.failure: dict | None = None  # why the server could not start, until it is healthy again
+        self.last_pid: int | None = None
+        self.unhealthy_starts = 0  # server processes seen since its last healthy answer
 
     def check(self) -> dict:
         status, body = server_health(self.settings)
@@ -76,9 +95,38 @@ class Monitor:
             sample["note"] = "no GPU visible to NVML: gpu_memory_used_gb is 0"
         if "error" in body:
             sample["error"] = body["error"]
+        self._count_starts(status, pid)
+        self._note_failure(status, info)
+        if self.failure is not None:
+            sample.update(status="failed", **self.failure)
         self._judge(status, sample, info)
         self.latest = sample
         return sample
+
+    def _count_starts(self, status: int | None, pid: int | None) -> None:
+        if status == 200:
+            self.unhealthy_starts = 0
+        elif pid and pid != self.last_pid and self.last_pid is not None:
+            self.unhealthy_starts += 1
+        self.last_pid = pid or self.last_pid
+
+    def _note_failure(self, status: int | None, info: dict) -> None:
+        if status == 200:
+            self.failure = None
+            return
+        if self.failure is not None:
+            return
+        if info.get("statename") == "FATAL":
+            why = "supervisord gave up"
+        elif self.unhealthy_starts >= STARTS_BEFORE_FAILED:
+            why = f"it was restarted {self.unhealthy_starts} times without becoming healthy"
+        else:
+            return
+        tail = server_log_tail(self.settings)
+        self.failure = {"error": f"{PROGRAM} could not start and {why}: {failure_reason(info, tail)}",
+                        "server_log_tail": tail}
+        log.error("%s\nlast lines of %s:\n%s", self.failure["error"], server_log(self.settings),
+                  "\n".join(f"  {line}" for line in tail))
 
     def _process_info(self) -> dict:
         try:
@@ -99,8 +147,8 @@ class Monitor:
             if healthy:
                 self.backoff_s = self.settings.health_interval_s
             return
-        if info.get("statename") == "STARTING":
-            return  # supervisord is (re)starting it already
+        if info.get("statename") in ("STARTING", "BACKOFF"):
+            return  # supervisord is (re)starting it already, and ends it FATAL when the tries run out
         self.failures += 1
         if (self.failures >= self.settings.health_failures or gave_up) and now >= self.next_restart_at:
             why = f"{sample['status']} for {self.failures} checks (state {info.get('statename')})"
@@ -126,6 +174,29 @@ class Monitor:
         self.started_at = now
         self.next_restart_at = now + self.backoff_s
         self.backoff_s = min(self.settings.health_backoff_max_s, self.backoff_s * 2)
+
+
+def server_log(settings: Settings) -> Path:
+    return Path(settings.log_dir) / "server.log"
+
+
+def server_log_tail(settings: Settings) -> list[str]:
+    try:
+        with open(server_log(settings), encoding="utf-8", errors="replace") as f:
+            return [line.rstrip("\n") for line in deque(f, maxlen=LOG_TAIL_LINES)]
+    except OSError as exc:
+        return [f"(cannot read {server_log(settings)}: {exc.strerror})"]
+
+
+def failure_reason(info: dict, tail: list[str]) -> str:
+    """The server's own last error line ("hymt: error: ..." or a traceback's last line); else supervisord's."""
+    for line in reversed(tail):
+        if line.startswith("hymt: error: "):
+            return line.removeprefix("hymt: error: ")
+    for line in reversed(tail):
+        if "Error: " in line or "[Errno " in line:
+            return line.strip()
+    return info.get("spawnerr") or info.get("description") or "no error line in its log"
 
 
 def serve(settings: Settings) -> None:

@@ -19,6 +19,16 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# The image tests build the Dockerfile and run the container under podman (no Docker daemon here); mmdebstrap
+# makes the local Debian base that stands in for the CUDA base image.
+if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap >/dev/null
+  else
+    echo "podman cannot be installed here (needs root and apt-get): the image tests will be skipped" >&2
+  fi
+fi
+
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 
 # `hymt quantize` needs gptqmodel, which imports torchvision; PyPI's torchvision does not import beside the CPU

@@ -12,6 +12,18 @@ from pathlib import Path
 import httpx
 
 
+def wait_until(predicate, timeout: float, log, what: str = "condition", interval: float = 0.5):
+    """predicate()'s first true value, asked every interval seconds; past timeout, TimeoutError with the end of
+    log() (the log of what was waited for)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not met in {timeout} s; log:\n{log()[-3000:]}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

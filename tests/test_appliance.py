@@ -9,13 +9,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from servers import free_port
+from servers import free_port, wait_until
 
 pytestmark = pytest.mark.appliance
 
@@ -35,7 +34,8 @@ class Appliance:
         self.env = base_env(tmp, HYMT_MODEL=str(model), HYMT_PORT=str(self.port),
                             HYMT_HEALTH_PORT=str(self.health_port), HYMT_HEALTH_INTERVAL_S="1",
                             HYMT_HEALTH_FAILURES="3", HYMT_MAX_NEW_TOKENS="8", HYMT_GREEDY="1")
-        self.log = open(tmp / "entrypoint.log", "w")
+        # Append mode, as start.sh does: the health service's /dev/stdout is this file opened again.
+        self.log = open(tmp / "entrypoint.log", "a")
         self.process = subprocess.Popen([str(ROOT / "rootfs/usr/local/bin/hymt-entrypoint")], env=self.env,
                                         stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         from healthcheck.service import supervisor_rpc
@@ -50,13 +50,7 @@ class Appliance:
             return {"status": "unreachable"}
 
     def wait(self, predicate, timeout: float = 120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.5)
-        raise TimeoutError(f"condition not met in {timeout} s; log: {Path(self.log.name).read_text()[-2000:]}")
+        return wait_until(predicate, timeout, Path(self.log.name).read_text)
 
     def server_pid(self) -> int:
         return self.rpc.supervisor.getProcessInfo("hymt-server")["pid"]
@@ -87,12 +81,20 @@ def test_all_programs_running_and_health(appliance):
     health = appliance.health()
     assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0 and "no GPU" in health["note"]
     assert health["profile"] == "cpu"
-    watcher = appliance.wait(lambda: httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").json()
-                             if httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").status_code == 200
-                             else None)
-    assert watcher["gpu_memory_used_gb"] == 0 and watcher["server_state"] == "RUNNING"
+    def watcher_sees_it_running():
+        response = httpx.get(f"http://127.0.0.1:{appliance.health_port}/health")
+        # The health service samples every second: wait for a sample taken after supervisord's RUNNING.
+        return response.status_code == 200 and response.json()["server_state"] == "RUNNING" and response.json()
+
+    watcher = appliance.wait(watcher_sees_it_running)
+    assert watcher["gpu_memory_used_gb"] == 0
     decision = json.loads((Path(appliance.env["HYMT_RUN_DIR"]) / "decision.json").read_text())
     assert decision["profile"] == "cpu"
+
+
+def test_each_supervisord_line_appears_once(appliance):
+    log = Path(appliance.log.name).read_text()
+    assert log.count("supervisord started with pid") == 1, log[-2000:]
 
 
 def test_killed_server_is_restarted_by_supervisord(appliance):
@@ -109,7 +111,7 @@ def test_hung_server_is_detected_and_restarted_by_the_health_service(appliance):
     appliance.wait(lambda: appliance.health().get("status") == "healthy")
     watcher = httpx.get(f"http://127.0.0.1:{appliance.health_port}/health").json()
     assert watcher["restarts"] >= 1
-    assert "restarting hymt-server: unreachable" in (Path(appliance.env["HYMT_LOG_DIR"]) / "health.log").read_text()
+    assert "restarting hymt-server: unreachable" in Path(appliance.log.name).read_text()
 
 
 def probe(port: int) -> subprocess.CompletedProcess:
@@ -181,6 +183,23 @@ def test_start_sh_native_brings_up_a_healthy_appliance(test_model, tmp_path):
         down = subprocess.run([str(ROOT / "start.sh"), "--native", "--stop"], capture_output=True, text=True,
                               timeout=60, env=env)
     assert "hymt stopped" in down.stdout
+
+
+def test_start_sh_native_ends_with_the_reason_when_the_model_is_broken(test_model, tmp_path):
+    """Weights missing: the server fails each start, supervisord gives up (FATAL) and start.sh says why and stops,
+    instead of waiting for a health that never comes."""
+    broken = Path(shutil.copytree(test_model, tmp_path / "broken"))
+    (broken / "model.safetensors").unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}
+    result = subprocess.run([str(ROOT / "start.sh"), "--native", "--model", str(broken), "--port", str(free_port())],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (f"start.sh: the appliance did not come up: hymt-server could not start and supervisord gave up: "
+            f"missing file: {broken} has a config.json but no weights") in result.stderr
+    assert "last lines of" in result.stderr and "hymt: error: missing file" in result.stderr
+    down = subprocess.run([str(ROOT / "start.sh"), "--native", "--stop"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert "hymt is not running" in down.stdout
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")

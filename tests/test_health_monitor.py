@@ -98,3 +98,46 @@ def test_crash_loop_given_up_by_supervisord_is_restarted_with_back_off(monitor, 
     gaps = [b - a for a, b in zip(restarts_at, restarts_at[1:])]
     assert gaps == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0]  # doubling, capped at health_backoff_max_s
     assert all(call == "start" for call in mon.rpc.supervisor.calls)
+
+
+def test_a_server_supervisord_gave_up_on_is_reported_failed_with_its_log(monitor, tmp_path):
+    mon, answers = monitor
+    mon.settings = Settings(health_interval_s=1, health_failures=3, health_backoff_max_s=8, log_dir=str(tmp_path))
+    lines = [f"line {i}" for i in range(30)] + ["hymt: error: missing file: /models has a config.json but no weights"]
+    (tmp_path / "server.log").write_text("\n".join(lines) + "\n")
+    mon.rpc.supervisor.state = "FATAL"
+    answers += [(None, {"error": "refused"})] * 2 + [(200, {"status": "healthy"})]
+    sample = mon.check()
+    assert sample["status"] == "failed"
+    assert sample["error"] == ("hymt-server could not start and supervisord gave up: missing file: /models has a "
+                               "config.json but no weights")
+    assert sample["server_log_tail"] == lines[-service.LOG_TAIL_LINES:]
+    mon.rpc.supervisor.state = "STARTING"  # the monitor's own restart: still failed until it is healthy
+    assert mon.check()["status"] == "failed"
+    mon.rpc.supervisor.state = "RUNNING"
+    sample = mon.check()
+    assert sample["status"] == "healthy" and "server_log_tail" not in sample
+
+
+def test_failure_reason_falls_back_to_the_last_error_line():
+    tail = ["INFO: Started server process", "ERROR:    [Errno 13] error while attempting to bind on address "
+            "('0.0.0.0', 80): permission denied", "INFO: Waiting for application shutdown."]
+    assert service.failure_reason({}, tail) == tail[1].strip()
+    assert service.failure_reason({"spawnerr": "can't find command"}, ["nothing"]) == "can't find command"
+
+
+def test_a_server_that_dies_after_its_startsecs_again_and_again_is_failed(monitor, tmp_path):
+    """supervisord restarts a server that fails late (after startsecs) without end and never calls it FATAL."""
+    mon, answers = monitor
+    mon.settings = Settings(health_interval_s=1, health_failures=3, health_backoff_max_s=8, log_dir=str(tmp_path))
+    (tmp_path / "server.log").write_text("hymt: error: out of memory while warming up\n")
+    answers += [(503, {"status": "loading"})] * (service.STARTS_BEFORE_FAILED + 1) + [(200, {"status": "healthy"})]
+    for pid in range(100, 100 + service.STARTS_BEFORE_FAILED):
+        mon.rpc.supervisor.pid = pid
+        assert mon.check()["status"] == "loading"
+    mon.rpc.supervisor.pid += 1
+    sample = mon.check()
+    assert sample["status"] == "failed"
+    assert sample["error"] == (f"hymt-server could not start and it was restarted {service.STARTS_BEFORE_FAILED} "
+                               "times without becoming healthy: out of memory while warming up")
+    assert mon.check()["status"] == "healthy" and mon.unhealthy_starts == 0

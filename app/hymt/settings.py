@@ -51,7 +51,7 @@ class Settings:
     max_queue_wait_s: float = 30.0
     # On SIGTERM: seconds to finish the requests in flight (new ones get 503) before exiting. Keep it below the
     # supervisord and compose stop timeouts, which end the process the hard way.
-    drain_grace_s: float = 30.0
+    drain_grace_s: float = 20.0
     # Requests per minute allowed to one API key / one client address (0: no limit); beyond it 429 + Retry-After.
     rate_limit_per_key: int = 0
     rate_limit_per_address: int = 0
@@ -64,6 +64,8 @@ class Settings:
     cudnn_attention: bool = False
     # The appliance: where supervisord keeps its socket, and how the health service watches the server.
     run_dir: str = "/run/hymt"
+    # Where the programs' logs are (the health service quotes the server's last lines when it cannot start).
+    log_dir: str = "/var/log/hymt"
     health_port: int = 8081
     health_interval_s: float = 5.0
     health_failures: int = 3  # consecutive failed checks before the server is restarted

@@ -4,6 +4,7 @@ token ids and chat template, saved in Hugging Face format so it loads through ex
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from .family import FAMILIES, HUNYUAN_MT_7B
@@ -99,4 +100,15 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
     saved = json.loads(config_path.read_text())
     config_path.write_text(json.dumps({"_name_or_path": HUB_IDS[FAMILIES[family].key], **saved}, indent=2) + "\n")
     build_tokenizer().save_pretrained(out)
+    _readable_by_all(out)
     return out
+
+
+def _readable_by_all(directory: Path) -> None:
+    """safetensors writes the weights through a private temporary file (mode 0600); the appliance's user (another
+    uid in the image) must read them, so every file gets the mode the umask gives a new file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~umask)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
+import os
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -33,13 +36,17 @@ class Loaded:
 
 
 def resolve_checkpoint(model: str) -> Path:
-    """A local directory as is; anything else is a hub id, fetched (with a progress bar) into the hub cache."""
+    """A local directory as is (checked: see check_checkpoint); anything else is a hub id, fetched (with a progress
+    bar) into the hub cache."""
     path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"{path} has no config.json: not a Hugging Face checkpoint directory")
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except PermissionError:
+        raise ModelLoadError(f"permission denied: cannot look inside {path.parent} ({_who()})") from None
+    if is_dir:
+        check_checkpoint(path)
         return path
-    if model.startswith((".", "/", "~")) or path.exists():
+    if model.startswith((".", "/", "~")) or exists:
         raise ModelLoadError(f"model directory {model} does not exist")
     try:
         from huggingface_hub import snapshot_download
@@ -52,9 +59,69 @@ def resolve_checkpoint(model: str) -> Path:
                              "give a local checkpoint directory instead (HYMT_MODEL or --model)") from None
 
 
+def check_checkpoint(path: Path) -> None:
+    """Name the real cause before the libraries would hide it (transformers reports an unreadable weights file as
+    FileNotFoundError): a permission, a missing file, or a directory that is not a checkpoint."""
+    _check_config(path)
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        _check_readable(index)
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelLoadError(f"{index} is not a safetensors index ({type(exc).__name__}): not a checkpoint") from None
+        missing = [name for name in shards if not (path / name).is_file()]
+        if missing:
+            raise ModelLoadError(f"missing file: {path / missing[0]} (listed in {index.name}; "
+                                 f"{len(missing)} of {len(shards)} weight files missing)")
+        weights = [path / name for name in shards]
+    else:
+        weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("pytorch_model*.bin"))
+        if not weights:
+            raise ModelLoadError(f"missing file: {path} has a config.json but no weights (*.safetensors)")
+    for file in weights:
+        _check_readable(file)
+        if file.suffix == ".safetensors":
+            _check_safetensors(file)
+
+
+def _check_config(path: Path) -> None:
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise ModelLoadError(f"permission denied: cannot read the model directory {path} ({_mode(path)}; {_who()})")
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{path} has no config.json: not a Hugging Face checkpoint directory")
+    _check_readable(path / "config.json")
+
+
+def _check_readable(file: Path) -> None:
+    if not os.access(file, os.R_OK):
+        raise ModelLoadError(f"permission denied: cannot read {file} ({_mode(file)}; {_who()})")
+
+
+def _check_safetensors(file: Path) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(file, framework="pt"):
+            pass
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for every kind of bad header
+        raise ModelLoadError(f"{file} is not a safetensors file ({type(exc).__name__}: {exc}): "
+                             "a truncated or damaged checkpoint") from None
+
+
+def _mode(path: Path) -> str:
+    info = path.stat()
+    return f"mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}"
+
+
+def _who() -> str:
+    return f"hymt runs as uid {os.getuid()}"
+
+
 def load_config(checkpoint: Path):
     from transformers import AutoConfig
 
+    _check_config(checkpoint)
     try:
         config = AutoConfig.from_pretrained(checkpoint)
     except Exception as exc:  # noqa: BLE001 - an unreadable config is one user-facing error
