@@ -3,7 +3,7 @@ server, the same sentences translated plainly and at quality "best", one client 
 GPU memory of the server process.
 
     python3 bench/run.py build --model-dir /tmp/hymt-7b      # once: the 7B architecture with random weights
-    python3 bench/quality.py --model-dir /tmp/hymt-7b --cards 8,12,16,24 --out bench/results/quality.json
+    python3 bench/quality.py --model-dir /tmp/hymt-7b --cards 8,12,16,24 --out bench/results/quality/quality.json
 
 The random-weight checkpoint stands in for Chimera too (the same architecture: HYMT_FUSION_MODEL points at it).
 Random weights never stop on their own, so every candidate and every fused translation runs to its output budget
@@ -132,7 +132,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=4, help="sentences per client")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--startup-timeout", type=float, default=600)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "quality.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "quality" / "quality.json")
     args = parser.parse_args()
     args.fusion_dir = args.fusion_dir or args.model_dir
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = args.model or _test_model(args.out)
     env = {**os.environ, "HYMT_LOG_LEVEL": "warning", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "app"), os.environ.get("PYTHONPATH", "")) if p),
            **dict(item.split("=", 1) for item in args.env)}
     if args.test_model:
         env.setdefault("HYMT_PROFILE", "cpu")
