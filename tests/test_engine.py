@@ -244,3 +244,17 @@ def test_sampler_mixes_greedy_and_sampled_rows_and_holds_back_the_stop_token():
     assert sampler.seen[2, 3] and not sampler.seen[2, 5]
     sampler.reset_row(0, [1])  # token 1 was seen: the 1.05 penalty takes it below an unseen token 0
     assert sampler.sample(torch.tensor([[2.0, 2.05] + [0.0] * 8]), [0], [GREEDY], [False]).tolist() == [0]
+
+
+def test_one_segment_in_flight_serves_them_one_by_one(cpu_settings):
+    from hymt.engine.engine import start
+    from hymt.planning import decide
+
+    settings = cpu_settings.replace(max_in_flight=1, max_new_tokens=6)
+    eng = start(settings, decide(settings))  # its warm-up sampled two rows once, which one row cannot hold
+    try:
+        assert eng.scheduler.max_in_flight == 1
+        assert len(eng.submit([("One. Two. Three.", EN)], resolve("de"), GREEDY).wait(120)) == 1
+        assert eng.runner.stats.max_in_flight_seen == 1
+    finally:
+        eng.stop()

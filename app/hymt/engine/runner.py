@@ -248,7 +248,7 @@ class ModelRunner:
             chunks.append(Chunk(seq, 0, length))
             start, budget = start + length, budget - length
         self.prefill(chunks)
-        rows = plan.max_in_flight if self.device.type == "cuda" else 2
+        rows = plan.max_in_flight if self.device.type == "cuda" else min(2, plan.max_in_flight)
         with torch.inference_mode():
             logits = torch.randn(rows, self.loaded.config.vocab_size, device=self.device)
             self.sampler.sample(logits, list(range(rows)), [Sampling()] * rows, [True] * rows)
