@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +11,16 @@ import time
 from pathlib import Path
 
 import httpx
+
+
+def sse_events(response: httpx.Response):
+    """(event, data) pairs of a Server-Sent Events response, as they arrive."""
+    kind = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            yield kind, json.loads(line[6:])
 
 
 def wait_until(predicate, timeout: float, log, what: str = "condition", interval: float = 0.5):

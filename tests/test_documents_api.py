@@ -4,7 +4,6 @@ clients call it, the page's /api/translate_file with progress, downloads, and th
 from __future__ import annotations
 
 import io
-import json
 
 import docx
 import httpx
@@ -15,7 +14,7 @@ import pytest
 import srt
 from lxml import etree, html as lxml_html
 
-from servers import Server
+from servers import Server, sse_events
 from test_documents import HTML, PO, XLIFF12, _docx, _docx_shape
 
 
@@ -100,12 +99,7 @@ def test_page_endpoint_streams_progress(server):
     with httpx.stream("POST", f"{server.url}/api/translate_file", files={"file": ("notes.md", b"# Hi\n\nOne. Two.\n")},
                       data={"source": "auto", "target": "fr"}, timeout=300) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
-        kind = None
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                events.append((kind, json.loads(line[6:])))
+        events.extend(sse_events(response))
     kinds = [k for k, _ in events]
     assert kinds[0] == "start" and kinds[-1] == "done" and "progress" in kinds
     total = events[0][1]["segments"]

@@ -5,7 +5,6 @@ keys are checked and rate-limited and never logged."""
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import signal
 import threading
 import time
@@ -13,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from servers import Server
+from servers import Server, sse_events
 
 CLIENT_TIMEOUT_S = 120
 
@@ -78,14 +77,10 @@ def _stream_then_sigterm(srv: Server, lines: int) -> tuple[list, threading.Threa
     def client():
         with httpx.stream("POST", f"{srv.url}/api/translate", timeout=CLIENT_TIMEOUT_S,
                           json={"text": text, "source": "en", "target": "de", "stream": True}) as response:
-            kind = None
-            for line in response.iter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:]
-                elif line.startswith("data: "):
-                    events.append((kind, json.loads(line[6:])))
-                    if kind == "token":
-                        started.set()
+            for kind, data in sse_events(response):
+                events.append((kind, data))
+                if kind == "token":
+                    started.set()
 
     thread = threading.Thread(target=client)
     thread.start()
