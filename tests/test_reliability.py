@@ -18,8 +18,10 @@ CLIENT_TIMEOUT_S = 120
 
 
 def test_flood_every_request_gets_200_or_429_in_time(test_model, tmp_path):
-    # A short wait limit so that a flood of 256 overflows it on two shared cores; the queue limit stays far away.
-    srv = Server(test_model, tmp_path / "flood.log", HYMT_MAX_QUEUE_WAIT_S="3", HYMT_MAX_NEW_TOKENS="16")
+    # A short wait limit and four segments in flight, so that a flood of 256 overflows it however fast the machine
+    # is (a faster engine admitted all 256 with the default rows); the queue limit stays far away.
+    srv = Server(test_model, tmp_path / "flood.log", HYMT_MAX_QUEUE_WAIT_S="2", HYMT_MAX_NEW_TOKENS="64",
+                 HYMT_MAX_IN_FLIGHT="4")
     try:
         srv.wait_healthy()
         barrier = threading.Barrier(64)
