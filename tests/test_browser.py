@@ -189,8 +189,8 @@ def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
     page.fill("#glossary-rows tr:nth-child(1) td:nth-child(2) input", "Grafikkarte")
     terms = tmp_path / "terms.tsv"
     terms.write_text("en\tde\ndriver\tTreiber\nkernel\tKern\n", encoding="utf-8")
-    page.set_input_files("#glossary-file", str(terms))
-    assert page.inner_text("#glossary-count") == "(3 terms)"
+    page.set_input_files("#glossary-file", str(terms))  # read by the page asynchronously
+    page.wait_for_function("document.querySelector('#glossary-count').textContent === '(3 terms)'")
     page.click("#glossary-rows tr:nth-child(3) button")
     assert page.inner_text("#glossary-count") == "(2 terms)"
 
