@@ -40,27 +40,27 @@ def monitor(monkeypatch):
     return mon, answers
 
 
-def test_healthy_server_is_left_alone(monitor):
+def _checks(monitor, answer: tuple, times: int) -> service.Monitor:
+    """`times` checks, each answered with `answer`; the monitor."""
     mon, answers = monitor
-    answers += [(200, {"status": "healthy"})] * 5
-    for _ in range(5):
+    answers += [answer] * times
+    for _ in range(times):
         mon.check()
+    return mon
+
+
+def test_healthy_server_is_left_alone(monitor):
+    mon = _checks(monitor, (200, {"status": "healthy"}), 5)
     assert mon.rpc.supervisor.calls == [] and mon.latest["status"] == "healthy"
 
 
 def test_loading_within_grace_is_not_a_failure(monitor):
-    mon, answers = monitor
-    answers += [(503, {"status": "loading"})] * 5
-    for _ in range(5):
-        mon.check()
+    mon = _checks(monitor, (503, {"status": "loading"}), 5)
     assert mon.rpc.supervisor.calls == []
 
 
 def test_a_draining_server_is_left_to_finish(monitor):
-    mon, answers = monitor
-    answers += [(503, {"status": "draining"})] * 5
-    for _ in range(5):
-        mon.check()
+    mon = _checks(monitor, (503, {"status": "draining"}), 5)
     assert mon.rpc.supervisor.calls == [] and mon.latest["status"] == "draining"
 
 
@@ -74,10 +74,7 @@ def test_hung_server_is_killed_after_three_silent_checks(monitor):
 
 
 def test_unhealthy_answers_mean_a_graceful_restart(monitor):
-    mon, answers = monitor
-    answers += [(503, {"status": "unhealthy", "error": "engine stopped"})] * 3
-    for _ in range(3):
-        mon.check()
+    mon = _checks(monitor, (503, {"status": "unhealthy", "error": "engine stopped"}), 3)
     assert mon.rpc.supervisor.calls == ["stop", "start"]
     assert mon.latest["error"] == "engine stopped"
 
