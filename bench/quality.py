@@ -30,19 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import SENTENCES, Watcher  # noqa: E402
-from run import _wait_healthy, stop  # noqa: E402
+from run import _engine_env, _pythonpath, _wait_healthy, hymt_serve, stop  # noqa: E402
 
 
 def _env(args, card: float | None) -> dict:
-    env = {**os.environ, "HYMT_MAX_NEW_TOKENS": str(args.new_tokens), "HYMT_FUSION_MODEL": str(args.fusion_dir),
-           "HYMT_LOG_LEVEL": "warning", "HYMT_COMPILE_CACHE_DIR": "/tmp/hymt-compile",
-           "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "app"), os.environ.get("PYTHONPATH", "")) if p)}
-    if card is None:
-        env["HYMT_PROFILE"] = "cpu"
-    else:
-        env["HYMT_GPU_MEMORY_GB"] = str(card)
-    return env
+    return {**_engine_env(card, args.new_tokens), "HYMT_FUSION_MODEL": str(args.fusion_dir),
+            "PYTHONPATH": _pythonpath()}
 
 
 def _wait(url: str, process: subprocess.Popen, timeout: float) -> dict:
@@ -95,8 +88,7 @@ def run_card(args, card: float | None, log) -> dict:
     url = f"http://127.0.0.1:{port}"
     record: dict = {"card_gb": card}
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "hymt", "serve", "--model", str(args.model_dir), "--host",
-                                "127.0.0.1", "--port", str(port)], env=_env(args, card), stdout=log,
+    process = subprocess.Popen(hymt_serve(args.model_dir, port), env=_env(args, card), stdout=log,
                                stderr=subprocess.STDOUT)
     try:
         with Watcher(url, process.pid) as watcher:

@@ -186,19 +186,26 @@ def _server(engine: str, model_dir: Path, card: float, port: int, new_tokens: in
         return [sys.executable, str(ROOT / "bench" / "seed_server.py"), "--model", str(model_dir), "--card",
                 str(card), "--port", str(port), "--max-new-tokens", str(new_tokens)]
     env["PYTHONPATH"] = _pythonpath(engine)
+    return hymt_serve(model_dir, port)
+
+
+def hymt_serve(model_dir: Path, port: int) -> list[str]:
+    """The command that serves `model_dir` on localhost (the package found through PYTHONPATH: see _pythonpath)."""
     return [sys.executable, "-m", "hymt", "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port",
             str(port)]
 
 
-def _pythonpath(engine: str) -> str:
+def _pythonpath(engine: str = "hymt") -> str:
     """The engine's own package first, then whatever the environment adds (the wheels carried to the GPU)."""
     tree = A3DB12E if engine == "a3db12e" else ROOT / "app"
     return os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
 
 
-def _engine_env(card: float, new_tokens: int) -> dict:
-    return {**os.environ, "HYMT_GPU_MEMORY_GB": str(card), "HYMT_MAX_NEW_TOKENS": str(new_tokens),
-            "HYMT_COMPILE_CACHE_DIR": "/tmp/hymt-compile", "HYMT_LOG_LEVEL": "warning", "TOKENIZERS_PARALLELISM": "false"}
+def _engine_env(card: float | None, new_tokens: int) -> dict:
+    """The server's settings on a simulated card of `card` GiB; None: the CPU profile."""
+    where = {"HYMT_PROFILE": "cpu"} if card is None else {"HYMT_GPU_MEMORY_GB": str(card)}
+    return {**os.environ, **where, "HYMT_MAX_NEW_TOKENS": str(new_tokens), "HYMT_COMPILE_CACHE_DIR": "/tmp/hymt-compile",
+            "HYMT_LOG_LEVEL": "warning", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[dict]:
@@ -234,13 +241,15 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     return records
 
 
-def stop(process: subprocess.Popen) -> None:
-    """A server stopped as supervisord stops it: SIGTERM, then SIGKILL after 30 s."""
+def stop(process: subprocess.Popen, timeout: float = 30) -> int | str:
+    """A server stopped as supervisord stops it: SIGTERM, then SIGKILL after `timeout` s. Its exit code, or how it
+    was killed."""
     process.terminate()
     try:
-        process.wait(timeout=30)
+        return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
+        return f"killed after {timeout:g} s"
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> dict:

@@ -30,9 +30,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import SENTENCES, percentile  # noqa: E402 - the benchmark's own sentences and percentiles
-from run import _wait_healthy  # noqa: E402
+from run import _pythonpath, _wait_healthy, hymt_serve, stop  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 MIB = 2 ** 20
 
 
@@ -55,27 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--minutes must exceed --warmup-minutes, and --clients be at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    model = args.model or _test_model(args.out)
+    model = args.model or _test_model()
     env = {**os.environ, "HYMT_LOG_LEVEL": "warning", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "app"), os.environ.get("PYTHONPATH", "")) if p),
+           "PYTHONPATH": _pythonpath(),
            **dict(item.split("=", 1) for item in args.env)}
     if args.test_model:
         env.setdefault("HYMT_PROFILE", "cpu")
         env.setdefault("HYMT_MAX_NEW_TOKENS", "32")
     url = f"http://127.0.0.1:{args.port}"
     log = open(args.out / "server.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "hymt", "serve", "--model", str(model), "--host", "127.0.0.1",
-                                "--port", str(args.port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(hymt_serve(model, args.port), env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         health = _wait_healthy(url, process, timeout=900)
         record = soak(url, process.pid, args)
     finally:
-        process.terminate()
-        try:
-            code = process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            code = "killed after 60 s"
+        code = stop(process, timeout=60)
         log.close()
     record["config"] = {"model": str(model), "profile": health.get("profile"), "gpu": health.get("gpu"),
                         "minutes": args.minutes, "clients": args.clients, "warmup_minutes": args.warmup_minutes,
@@ -87,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _test_model(out: Path) -> Path:
+def _test_model() -> Path:
     from hymt.testmodel import make_test_model
 
     path = Path("/tmp/hymt-soak-test-model")
