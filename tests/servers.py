@@ -54,18 +54,16 @@ class Server:
              "--port", str(self.port)], env=environ, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_healthy(self, timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def health():
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}: {self.log_path.read_text()}")
             try:
                 response = httpx.get(f"{self.url}/health", timeout=2)
-                if response.status_code == 200:
-                    return response.json()
             except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise TimeoutError(f"server not healthy after {timeout} s: {self.log_path.read_text()[-2000:]}")
+                return None
+            return response.status_code == 200 and response.json()
+
+        return wait_until(health, timeout, self.log_path.read_text, "server healthy", interval=0.3)
 
     def stop(self) -> None:
         self.process.terminate()
