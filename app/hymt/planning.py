@@ -55,8 +55,6 @@ def decide(settings: Settings) -> Decision:
 def _family(settings: Settings):
     """The served model's family as far as planning can tell (the loader identifies it again from the files)."""
     path = Path(settings.model).expanduser()
-    if path.is_dir():
-        return identify(path, settings.model_family).family
-    if settings.model_family != "auto":
+    if path.is_dir() or settings.model_family != "auto":
         return identify(path, settings.model_family).family
     return from_name(settings.model)

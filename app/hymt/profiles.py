@@ -51,11 +51,15 @@ CPU_KV_TOKENS = 16384
 PROMPT_OVERHEAD_TOKENS = 64
 
 
+def _output_tokens(settings) -> int:
+    """The output budget of the longest segment (cleanup's rule: 3x the source + 16, capped by
+    HYMT_MAX_NEW_TOKENS)."""
+    return min(settings.max_new_tokens, 3 * settings.max_segment_tokens + 16)
+
+
 def segment_kv_tokens(settings) -> int:
-    """The longest KV range one segment can need: its prompt and its whole output budget (cleanup's rule:
-    3x the source + 16, capped by HYMT_MAX_NEW_TOKENS)."""
-    source = settings.max_segment_tokens
-    return PROMPT_OVERHEAD_TOKENS + source + min(settings.max_new_tokens, 3 * source + 16)
+    """The longest KV range one segment can need: its prompt and its whole output budget."""
+    return PROMPT_OVERHEAD_TOKENS + settings.max_segment_tokens + _output_tokens(settings)
 
 
 @dataclass(frozen=True)
@@ -285,11 +289,11 @@ FUSION_TIERS = ("bf16", "nf4", "nf4-int8kv")
 def fusion_settings(settings):
     """The fusion engine's settings: its prompt holds the source segment and six candidates (each up to the
     translation's output budget of 3x the source + 16, cut to fit), and it answers with one translation."""
-    source = settings.max_segment_tokens
-    output = min(settings.max_new_tokens, 3 * source + 16)
-    return dataclasses.replace(settings, model=settings.fusion_model, max_segment_tokens=min(4096, 7 * source + 128),
-                               max_new_tokens=output, max_in_flight=FUSION_IN_FLIGHT, kv_cache_tokens=None,
-                               glossaries=None, adapters=None, fusion_model=None, model_family="auto")
+    return dataclasses.replace(settings, model=settings.fusion_model,
+                               max_segment_tokens=min(4096, 7 * settings.max_segment_tokens + 128),
+                               max_new_tokens=_output_tokens(settings), max_in_flight=FUSION_IN_FLIGHT,
+                               kv_cache_tokens=None, glossaries=None, adapters=None, fusion_model=None,
+                               model_family="auto")
 
 
 def best_segment_tokens(settings, fusion_max_seq_tokens: int) -> int:

@@ -213,11 +213,12 @@ class Engine:
             terms = [] if marked else glossary.applicable(entries[key], text)
             context = self._context(documents[d], s) if options.context and not (terms or marked) else ""
             message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked)
-            if context and not self._fits_whole_budget(message, text):
-                message = prompts.segment_message(self.family, source, target, text, terms)
+            wanted, prompt_ids = self._wanted(text), self._prompt(message)
+            if context and not self._fits_whole_budget(prompt_ids, wanted):
+                prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
             job.sources.append(source)
             job.terms.append(terms)
-            job.sequences.append(self._sequence(job, n, message, source, text, sampling, min_new_tokens))
+            job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, min_new_tokens))
         return self._queue(job)
 
     def submit_fusion(self, candidates: list[Job], sampling: prompts.Sampling,
@@ -237,8 +238,9 @@ class Engine:
                 raise BadRequest("quality best needs the source language (it could not be detected): give source",
                                  error_type="unknown_source_language")
             message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
-            if self._fits_whole_budget(message, text):
-                job.sequences.append(self._sequence(job, n, message, source, text, sampling, 0))
+            wanted, prompt_ids = self._wanted(text), self._prompt(message)
+            if self._fits_whole_budget(prompt_ids, wanted):
+                job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, 0))
                 continue
             job.unfused.add(n)
             job.results[n] = first.results[n]
@@ -265,18 +267,23 @@ class Engine:
             left -= tokens
         return "\n".join(reversed(chosen))
 
-    def _fits_whole_budget(self, message: str, text: str) -> bool:
-        """Whether a prompt with context leaves the segment its whole output budget in its KV range."""
-        prompt = self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
-        wanted = cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens)
-        return self.max_seq_tokens - len(prompt) >= wanted
+    def _prompt(self, message: str) -> list[int]:
+        return self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
 
-    def _sequence(self, job: Job, n: int, message: str, source: Language | None, text: str,
+    def _wanted(self, text: str) -> int:
+        """The output budget a segment's source text asks for."""
+        return cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens)
+
+    def _fits_whole_budget(self, prompt_ids: list[int], wanted: int) -> bool:
+        """Whether a prompt (with context, or fusing candidates) leaves the segment its whole output budget in its
+        KV range."""
+        return self.max_seq_tokens - len(prompt_ids) >= wanted
+
+    def _sequence(self, job: Job, n: int, prompt_ids: list[int], wanted: int, source: Language | None, text: str,
                   sampling: prompts.Sampling, min_new_tokens: int) -> Sequence:
-        """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget."""
-        prompt_ids = self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
-        budget = min(cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens),
-                     self.max_seq_tokens - len(prompt_ids))
+        """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget (`wanted`, cut
+        to what its KV range leaves)."""
+        budget = min(wanted, self.max_seq_tokens - len(prompt_ids))
         if budget < 1:
             raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
                              error_type="segment_too_long")
@@ -426,7 +433,8 @@ class Engine:
         text = seq.payload[1]
         message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
         try:
-            again = self._sequence(job, n, message, job.sources[n], text, seq.sampling, seq.min_new_tokens)
+            again = self._sequence(job, n, self._prompt(message), self._wanted(text), job.sources[n], text,
+                                   seq.sampling, seq.min_new_tokens)
             self.scheduler.add([again])
         except (BadRequest, Overloaded) as exc:
             log.info("job %d segment %d missed a term and cannot be retried: %s", job.id, n, exc.message)

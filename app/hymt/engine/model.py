@@ -108,7 +108,9 @@ class Decoder:
         tokens = batch.input_ids.shape[0]
         hidden = self.embed(batch.input_ids)
         cos, sin = self.cos[batch.positions], self.sin[batch.positions]
-        gather = self._gather_plan(batch) if batch.spans is None and self.attention == "dense" else None
+        gather = None
+        if self.attention == "dense":  # which arena rows each segment reads: the same in every layer
+            gather = self._gather_plan(batch) if batch.spans is None else self._span_plan(batch.spans)
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             x = self.rms_norm(hidden, layer.input_layernorm.weight, self.eps)
@@ -132,19 +134,32 @@ class Decoder:
                 False, scale=self.scale, seqused_k=batch.kv_lengths)[0]
         if batch.spans is None:
             return self._attend_padded(layer, q, *gather)
-        return torch.cat([self._attend_one(layer, q[qs:qs + ql], ql, ks, kl) for qs, ql, ks, kl in batch.spans])
+        plan = gather or self._span_plan(batch.spans)
+        return torch.cat([self._attend_one(layer, q[qs:qs + ql], ql, index, mask)
+                          for (qs, ql, _, _), (index, mask) in zip(batch.spans, plan)])
 
-    def _attend_one(self, layer: int, q: torch.Tensor, q_len: int, kv_start: int, kv_len: int) -> torch.Tensor:
-        """One segment: q [q_len, heads, D] against its first kv_len cached tokens (the last q_len are its own)."""
-        keys, values = self.arena.read(layer, torch.arange(kv_start, kv_start + kv_len, device=self.device))
+    def _span_plan(self, spans: list[tuple[int, int, int, int]]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Per segment of a CPU batch: its arena rows, and the causal mask of a later prefill chunk (None when
+        plain causal attention, or none, is right)."""
+        plan = []
+        for _, q_len, kv_start, kv_len in spans:
+            mask = None
+            if q_len != kv_len and q_len != 1:  # a later chunk of a prefill: causal from where the chunk starts
+                mask = torch.arange(kv_len, device=self.device)[None, :] <= \
+                    torch.arange(kv_len - q_len, kv_len, device=self.device)[:, None]
+            plan.append((torch.arange(kv_start, kv_start + kv_len, device=self.device), mask))
+        return plan
+
+    def _attend_one(self, layer: int, q: torch.Tensor, q_len: int, index: torch.Tensor,
+                    mask: torch.Tensor | None) -> torch.Tensor:
+        """One segment: q [q_len, heads, D] against its cached tokens at arena rows `index` (the last q_len are
+        its own)."""
+        keys, values = self.arena.read(layer, index)
         q, keys, values = (t.transpose(0, 1)[None] for t in (q, keys, values))  # [1, heads, tokens, D]
-        if q_len == kv_len or q_len == 1:
+        if mask is None:
             out = F.scaled_dot_product_attention(q, keys, values, is_causal=q_len > 1, scale=self.scale,
                                                  enable_gqa=True)
-        else:  # a later chunk of a prefill: causal from where the chunk starts
-            first = kv_len - q_len
-            mask = torch.arange(kv_len, device=self.device)[None, :] <= \
-                torch.arange(first, kv_len, device=self.device)[:, None]
+        else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
         return out[0].transpose(0, 1)
 

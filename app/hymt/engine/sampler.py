@@ -18,7 +18,9 @@ class Sampler:
     def __init__(self, num_rows: int, vocab_size: int, stop_ids: list[int], device: torch.device):
         self.device = device
         self.seen = torch.zeros(num_rows, vocab_size, dtype=torch.bool, device=device)
-        self.stop_ids = torch.tensor(stop_ids, device=device)
+        # The vocabulary entries that end a segment, as a mask: built once, not at every step that suppresses them.
+        self.stop_mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+        self.stop_mask[stop_ids] = True
 
     def reset_row(self, row: int, token_ids: list[int]) -> None:
         self.seen[row].zero_()
@@ -34,8 +36,7 @@ class Sampler:
         penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
         scores = torch.where(seen, penalized, scores)
         if any(suppress_stop):
-            mask = torch.tensor(suppress_stop, device=self.device)[:, None] & \
-                torch.isin(torch.arange(scores.shape[1], device=self.device), self.stop_ids)[None, :]
+            mask = torch.tensor(suppress_stop, device=self.device)[:, None] & self.stop_mask[None, :]
             scores = scores.masked_fill(mask, float("-inf"))
         tokens = scores.argmax(dim=-1)
         if not all(s.greedy for s in settings):

@@ -150,8 +150,10 @@ class Scheduler:
 
     def schedule(self) -> Step | None:
         self._admit()
-        pending = [s for s in self.running if s.needs_prefill]
-        ready = [s for s in self.running if not s.needs_prefill]
+        pending: list[Sequence] = []
+        ready: list[Sequence] = []
+        for seq in self.running:
+            (pending if seq.needs_prefill else ready).append(seq)
         if pending and (not ready or (self._last_kind == "decode" and self._prefill_due(pending, ready))):
             self._last_kind, self._gathered = "prefill", 0
             riders = [Chunk(s, s.num_cached, 1, decoding=True) for s in ready]
