@@ -227,7 +227,7 @@ def test_padded_decoding_attention_equals_per_segment_attention(engine):
                       max_query=1, max_kv=20)
         padded = decoder._attend(0, q, batch, decoder._gather_plan(batch))
         batch.spans = [(i, 1, s, n) for i, (s, n) in enumerate(zip(starts, lengths))]
-        assert torch.allclose(padded, decoder._attend(0, q, batch, None), atol=1e-5)
+        assert torch.allclose(padded, decoder._attend(0, q, batch, decoder._span_plan(batch.spans)), atol=1e-5)
     finally:
         decoder.arena = decoder_arena
 

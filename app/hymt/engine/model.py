@@ -134,9 +134,8 @@ class Decoder:
                 False, scale=self.scale, seqused_k=batch.kv_lengths)[0]
         if batch.spans is None:
             return self._attend_padded(layer, q, *gather)
-        plan = gather or self._span_plan(batch.spans)
         return torch.cat([self._attend_one(layer, q[qs:qs + ql], ql, index, mask)
-                          for (qs, ql, _, _), (index, mask) in zip(batch.spans, plan)])
+                          for (qs, ql, _, _), (index, mask) in zip(batch.spans, gather)])
 
     def _span_plan(self, spans: list[tuple[int, int, int, int]]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """Per segment of a CPU batch: its arena rows, and the causal mask of a later prefill chunk (None when
