@@ -106,6 +106,19 @@ def finish(prepared: Prepared, translations: list[str]) -> Result:
     return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks)
 
 
+def each_translated(targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None],
+                    save: Callable[[], bytes]) -> Extraction:
+    """The common writer: each translated segment's outcome applied to its target (same order), then the file saved."""
+
+    def write(outcomes: list[Outcome]) -> bytes:
+        for target, outcome in zip(targets, outcomes):
+            if outcome.translated:
+                apply(target, outcome)
+        return save()
+
+    return Extraction(segments, write)
+
+
 def combine(parts: list[Extraction], after: Callable[[list[bytes]], bytes]) -> Extraction:
     """Several files in one (an EPUB's chapters): their segments in order; `after` gets each part's bytes."""
     segments = [items for part in parts for items in part.segments]
