@@ -178,7 +178,6 @@ def _translate_document(args, settings: Settings, source, target) -> int:
 
     from . import detect, documents, prompts
     from .api.files import download_name
-    from .documents.inline import MARKER
     from .documents.translate import translate_texts
 
     if args.input == "-":
@@ -190,17 +189,18 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     except OSError as exc:
         raise BadRequest(f"cannot read {args.input}: {exc}") from None
     prepared = documents.open_document(ext, data, target.code)
-    if source is None and prepared.texts:
-        found = detect.detect(MARKER.sub(" ", "\n".join(prepared.texts[:200]))[:5000])
+    texts = prepared.texts
+    if source is None and texts:
+        found = detect.detect(prepared.sample())
         source = found.language if found else None
     output = args.output or os.path.join(os.path.dirname(args.input),
                                          download_name(os.path.basename(args.input), ext, target.code))
     translations: list[str] = []
-    if prepared.texts:
+    if texts:
         engine = _start_engine(settings)
-        bar = tqdm(total=len(prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
+        bar = tqdm(total=len(texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
         try:
-            translations = translate_texts(engine, prepared.texts, source, target,
+            translations = translate_texts(engine, texts, source, target,
                                            prompts.Sampling(greedy=settings.greedy),
                                            lambda done, total: bar.update(done - bar.n))
         finally:

@@ -55,6 +55,10 @@ class Prepared:
     def texts(self) -> list[str]:
         return [s.core for s in self.sent]
 
+    def sample(self) -> str:
+        """Enough of the words to detect the document's language: its first segments, markers left out."""
+        return inline.MARKER.sub(" ", "\n".join(s.core for s in self.sent[:200]))[:5000]
+
 
 @dataclass
 class Result:
