@@ -180,7 +180,6 @@ async function loadFile(file) {
 
 async function showFileResult(body, ext) {
   const link = $("download");
-  if (link.href && link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
   link.href = body.translatedFileUrl;
   link.download = body.name;
   link.textContent = `Download ${body.name}`;
