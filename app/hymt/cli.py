@@ -107,9 +107,6 @@ def _translate(args, settings: Settings) -> int:
     from tqdm import tqdm
 
     from . import detect, languages, prompts
-    from .engine import engine as engine_mod
-    from .hardware import apply_memory_cap
-    from .planning import decide
 
     settings = settings.replace(model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens,
                                 profile=args.profile)
@@ -130,9 +127,7 @@ def _translate(args, settings: Settings) -> int:
         source = found.language if found else None
 
     began = time.perf_counter()
-    decision = decide(settings)
-    apply_memory_cap(settings.gpu_memory_gb)
-    engine = engine_mod.start(settings, decision)
+    engine = _start_engine(settings)
     started = time.perf_counter()
     try:
         bar = None
@@ -160,6 +155,16 @@ def _translate(args, settings: Settings) -> int:
     return 0
 
 
+def _start_engine(settings: Settings):
+    from .engine import engine as engine_mod
+    from .hardware import apply_memory_cap
+    from .planning import decide
+
+    decision = decide(settings)
+    apply_memory_cap(settings.gpu_memory_gb)
+    return engine_mod.start(settings, decision)
+
+
 def _is_document(path: str) -> bool:
     from .documents import FORMATS
 
@@ -173,11 +178,7 @@ def _translate_document(args, settings: Settings, source, target) -> int:
 
     from . import detect, documents, prompts
     from .api.files import download_name
-    from .documents.inline import MARKER
     from .documents.translate import translate_texts
-    from .engine import engine as engine_mod
-    from .hardware import apply_memory_cap
-    from .planning import decide
 
     if args.input == "-":
         raise BadRequest("a document needs a file name (its extension picks the format), not standard input")
@@ -188,19 +189,18 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     except OSError as exc:
         raise BadRequest(f"cannot read {args.input}: {exc}") from None
     prepared = documents.open_document(ext, data, target.code)
-    if source is None and prepared.texts:
-        found = detect.detect(MARKER.sub(" ", "\n".join(prepared.texts[:200]))[:5000])
+    texts = prepared.texts
+    if source is None and texts:
+        found = detect.detect(prepared.sample())
         source = found.language if found else None
     output = args.output or os.path.join(os.path.dirname(args.input),
                                          download_name(os.path.basename(args.input), ext, target.code))
     translations: list[str] = []
-    if prepared.texts:
-        decision = decide(settings)
-        apply_memory_cap(settings.gpu_memory_gb)
-        engine = engine_mod.start(settings, decision)
-        bar = tqdm(total=len(prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
+    if texts:
+        engine = _start_engine(settings)
+        bar = tqdm(total=len(texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
         try:
-            translations = translate_texts(engine, prepared.texts, source, target,
+            translations = translate_texts(engine, texts, source, target,
                                            prompts.Sampling(greedy=settings.greedy),
                                            lambda done, total: bar.update(done - bar.n))
         finally:

@@ -76,11 +76,6 @@ def build_tokenizer():
     )
 
 
-# The hub repository of each family, as transformers records it in a saved config's `_name_or_path`.
-HUB_IDS = {"hunyuan-mt-7b": "tencent/Hunyuan-MT-7B", "hunyuan-mt-chimera-7b": "tencent/Hunyuan-MT-Chimera-7B",
-           "hy-mt1.5-7b": "tencent/HY-MT1.5-7B"}
-
-
 def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_MT_7B.key) -> Path:
     """A tiny model of one family of the Hunyuan-MT models: the family's hub id is recorded in its config."""
     import torch
@@ -96,9 +91,9 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
         do_sample=True, top_k=20, top_p=0.6, temperature=0.7, repetition_penalty=1.05,
     )
     model.save_pretrained(out)
-    config_path = out / "config.json"
+    config_path = out / "config.json"  # each model's hub repository is tencent/ and its own name
     saved = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps({"_name_or_path": HUB_IDS[FAMILIES[family].key], **saved}, indent=2) + "\n")
+    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{FAMILIES[family].name}", **saved}, indent=2) + "\n")
     build_tokenizer().save_pretrained(out)
     _readable_by_all(out)
     return out

@@ -55,6 +55,10 @@ class Prepared:
     def texts(self) -> list[str]:
         return [s.core for s in self.sent]
 
+    def sample(self) -> str:
+        """Enough of the words to detect the document's language: its first segments, markers left out."""
+        return inline.MARKER.sub(" ", "\n".join(s.core for s in self.sent[:200]))[:5000]
+
 
 @dataclass
 class Result:
@@ -104,6 +108,19 @@ def finish(prepared: Prepared, translations: list[str]) -> Result:
         else:
             outcomes[sent.index] = Outcome(inline.merge_text(restored))
     return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks)
+
+
+def each_translated(targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None],
+                    save: Callable[[], bytes]) -> Extraction:
+    """The common writer: each translated segment's outcome applied to its target (same order), then the file saved."""
+
+    def write(outcomes: list[Outcome]) -> bytes:
+        for target, outcome in zip(targets, outcomes):
+            if outcome.translated:
+                apply(target, outcome)
+        return save()
+
+    return Extraction(segments, write)
 
 
 def combine(parts: list[Extraction], after: Callable[[list[bytes]], bytes]) -> Extraction:

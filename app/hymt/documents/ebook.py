@@ -8,7 +8,7 @@ import io
 import ebooklib
 from ebooklib import epub
 
-from .base import Extraction, Outcome, combine
+from .base import Extraction, combine, each_translated
 from .html import read_xhtml
 
 
@@ -45,13 +45,8 @@ def _toc_titles(toc) -> Extraction:
 
     walk(toc)
 
-    def write(outcomes: list[Outcome]) -> bytes:
-        for entry, outcome in zip(entries, outcomes):
-            if outcome.translated:
-                entry.title = "".join(outcome.items)
-        return b""
-
-    return Extraction([[entry.title] for entry in entries], write)
+    return each_translated(entries, [[entry.title] for entry in entries],
+                           lambda entry, outcome: setattr(entry, "title", "".join(outcome.items)), lambda: b"")
 
 
 def _name_toc_entries(toc, names=None) -> None:

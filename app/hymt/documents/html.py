@@ -13,7 +13,7 @@ import io
 import lxml.html
 from lxml import etree
 
-from .base import NOT_XML, Extraction, Outcome
+from .base import NOT_XML, Extraction, each_translated
 from .inline import Item
 from .xmlinline import items_of, localname, replace_run
 
@@ -89,14 +89,8 @@ class _Collector:
         self.writers.append(write)
 
     def extraction(self, serialize) -> Extraction:
-        def write(outcomes: list[Outcome]) -> bytes:
-            # Attributes first: a Tag copies its element's attributes when it is rebuilt.
-            for writer, outcome in zip(self.writers, outcomes):
-                if outcome.translated:
-                    writer(outcome.items)
-            return serialize()
-
-        return Extraction(self.segments, write)
+        # Attributes first: a Tag copies its element's attributes when it is rebuilt.
+        return each_translated(self.writers, self.segments, lambda writer, outcome: writer(outcome.items), serialize)
 
 
 def read(data: bytes, target: str) -> Extraction:

@@ -10,20 +10,14 @@ import docx
 import pptx
 from lxml import etree
 
-from .base import Extraction, Outcome
+from .base import Extraction, each_translated
 from .ooxml import DRAWING, WORD, Paragraph, paragraphs
 
 _WORD_PARTS = ("/word/header", "/word/footer", "/word/footnotes", "/word/endnotes", "/word/comments")
 
 
 def _extraction(paras: list[Paragraph], save) -> Extraction:
-    def write(outcomes: list[Outcome]) -> bytes:
-        for para, outcome in zip(paras, outcomes):
-            if outcome.translated:
-                para.write(outcome)
-        return save()
-
-    return Extraction([p.items for p in paras], write)
+    return each_translated(paras, [p.items for p in paras], Paragraph.write, save)
 
 
 def read_docx(data: bytes, target: str) -> Extraction:

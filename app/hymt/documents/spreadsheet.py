@@ -7,7 +7,7 @@ import io
 
 import openpyxl
 
-from .base import Extraction, Outcome
+from .base import Extraction, each_translated
 
 
 def read(data: bytes, target: str) -> Extraction:
@@ -15,12 +15,10 @@ def read(data: bytes, target: str) -> Extraction:
     cells = [cell for sheet in book.worksheets for row in sheet.iter_rows() for cell in row
              if cell.data_type == "s" and isinstance(cell.value, str)]
 
-    def write(outcomes: list[Outcome]) -> bytes:
-        for cell, outcome in zip(cells, outcomes):
-            if outcome.translated:
-                cell.value = "".join(outcome.items)
+    def save() -> bytes:
         out = io.BytesIO()
         book.save(out)
         return out.getvalue()
 
-    return Extraction([[cell.value] for cell in cells], write)
+    return each_translated(cells, [[cell.value] for cell in cells],
+                           lambda cell, outcome: setattr(cell, "value", "".join(outcome.items)), save)

@@ -8,7 +8,7 @@ import io
 import srt
 import webvtt
 
-from .base import Extraction, Outcome
+from .base import Extraction, Outcome, each_translated
 from .text import decode_utf8
 
 
@@ -37,23 +37,19 @@ def _segments(texts: list[str]) -> list[list]:
 def read_srt(data: bytes, target: str) -> Extraction:
     cues = list(srt.parse(decode_utf8(data, ".srt")))
 
-    def write(outcomes: list[Outcome]) -> bytes:
-        for cue, outcome in zip(cues, outcomes):
-            if outcome.translated:
-                cue.content = rewrap("".join(outcome.items), len(cue.content.splitlines()))
-        return srt.compose(cues, reindex=False).encode("utf-8")
+    def apply(cue, outcome: Outcome) -> None:
+        cue.content = rewrap("".join(outcome.items), len(cue.content.splitlines()))
 
-    return Extraction(_segments([c.content for c in cues]), write)
+    return each_translated(cues, _segments([c.content for c in cues]), apply,
+                           lambda: srt.compose(cues, reindex=False).encode("utf-8"))
 
 
 def read_vtt(data: bytes, target: str) -> Extraction:
     vtt = webvtt.from_buffer(io.StringIO(decode_utf8(data, ".vtt")))
     captions = list(vtt.captions)
 
-    def write(outcomes: list[Outcome]) -> bytes:
-        for caption, outcome in zip(captions, outcomes):
-            if outcome.translated:
-                caption.text = rewrap("".join(outcome.items), len(caption.lines))
-        return vtt.content.encode("utf-8")
+    def apply(caption, outcome: Outcome) -> None:
+        caption.text = rewrap("".join(outcome.items), len(caption.lines))
 
-    return Extraction(_segments([c.text for c in captions]), write)
+    return each_translated(captions, _segments([c.text for c in captions]), apply,
+                           lambda: vtt.content.encode("utf-8"))

@@ -4,14 +4,13 @@ and units that already have a target, are left alone. The file's target language
 
 from __future__ import annotations
 
-import copy
 import io
 
 from lxml import etree
 
 from ..errors import BadRequest
-from .base import Extraction, Outcome
-from .inline import Item, Tag, Void
+from .base import Extraction, Outcome, each_translated
+from .inline import Item
 from .xmlinline import build, items_of, localname
 
 NS_12 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -46,34 +45,20 @@ def read(data: bytes, target: str) -> Extraction:
     pairs = [(source, holder) for source, holder in pairs if source is not None]
     segments: list[list[Item]] = [items_of(source.text, list(source), _classify) for source, _ in pairs]
 
-    def write(outcomes: list[Outcome]) -> bytes:
-        for (source, holder), outcome in zip(pairs, outcomes):
-            if not outcome.translated:
-                continue
-            # Inline codes are copied: the source keeps its own.
-            text, elements = build(_copied(outcome.items))
-            target_el = etree.Element(f"{{{ns}}}target")
-            target_el.text = text
-            target_el.extend(elements)
-            target_el.tail = source.tail
-            source.addnext(target_el)
-            if ns == NS_12:
-                target_el.set("state", "needs-review-translation")
-                target_el.set("state-qualifier", "mt-suggestion")
-            else:
-                holder.set("state", "translated")
-        return etree.tostring(tree, xml_declaration=True, encoding="UTF-8")
-
-    return Extraction(segments, write)
-
-
-def _copied(items: list[Item]) -> list[Item]:
-    out: list[Item] = []
-    for item in items:
-        if isinstance(item, Void):
-            out.append(Void(copy.deepcopy(item.payload)))
-        elif isinstance(item, Tag):
-            out.append(Tag(item.payload, _copied(item.children)))
+    def apply(pair, outcome: Outcome) -> None:
+        source, holder = pair
+        # Inline codes are copied: the source keeps its own.
+        text, elements = build(outcome.items, copy_voids=True)
+        target_el = etree.Element(f"{{{ns}}}target")
+        target_el.text = text
+        target_el.extend(elements)
+        target_el.tail = source.tail
+        source.addnext(target_el)
+        if ns == NS_12:
+            target_el.set("state", "needs-review-translation")
+            target_el.set("state-qualifier", "mt-suggestion")
         else:
-            out.append(item)
-    return out
+            holder.set("state", "translated")
+
+    return each_translated(pairs, segments, apply,
+                           lambda: etree.tostring(tree, xml_declaration=True, encoding="UTF-8"))

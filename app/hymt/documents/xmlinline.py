@@ -8,6 +8,7 @@ payload is the element itself, put back whole.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Callable
 
@@ -29,8 +30,8 @@ def items_of(text: str | None, elements: list, classify: Classify, collapse: boo
     return merge_text(items)
 
 
-def build(items: list[Item]) -> tuple[str, list]:
-    """(leading text, elements with their tails) from items; Void elements are moved, not copied."""
+def build(items: list[Item], copy_voids: bool = False) -> tuple[str, list]:
+    """(leading text, elements with their tails) from items; Void elements are moved unless copy_voids."""
     text, elements = "", []
     for item in items:
         if isinstance(item, str):
@@ -40,12 +41,12 @@ def build(items: list[Item]) -> tuple[str, list]:
                 text += item
         elif isinstance(item, Tag):
             el = item.payload.makeelement(item.payload.tag, dict(item.payload.attrib))
-            el.text, children = build(item.children)
+            el.text, children = build(item.children, copy_voids)
             el.extend(children)
             el.tail = None
             elements.append(el)
         else:
-            el = item.payload
+            el = copy.deepcopy(item.payload) if copy_voids else item.payload
             el.tail = None
             elements.append(el)
     return text, elements

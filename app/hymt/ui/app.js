@@ -88,50 +88,58 @@ async function readEvents(response, onEvent) {
   }
 }
 
-async function translate() {
-  const text = $("input").value;
-  if (state.busy || !text.trim()) return;
-  if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
+async function postStream(url, { headers = {}, body }, onEvent, afterEvents = async () => {}) {
+  // One streaming POST, text or document: the page is busy and shows progress until the events end or fail.
   $("message").textContent = "";
-  $("output").textContent = "";
   $("detected").textContent = "";
   $("download").hidden = true;
-  showGlossaryReport(null);
   const progress = $("progress");
   progress.value = 0; progress.hidden = false;
   setBusy(true);
   state.controller = new AbortController();
   try {
-    const response = await fetch("/api/translate", {
-      method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() }, signal: state.controller.signal,
-      body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true,
-                             quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() }),
-    });
+    const response = await fetch(url, { method: "POST", headers: { ...headers, ...authHeaders() }, body,
+                                        signal: state.controller.signal });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
-    await readEvents(response, (kind, body) => {
-      if (kind === "start") {
-        progress.max = Math.max(1, body.segments);
-        if (body.detectedLanguage) showDetected(body.detectedLanguage);
-        if (body.quality === "best") $("output").textContent = "Translating six candidates…";
-      } else if (kind === "candidates") {
-        $("output").textContent = "Fusing the candidates…";
-      } else if (kind === "progress" || kind === "token") {
-        progress.value = body.done;
-        $("output").textContent = body.partial;
-      } else if (kind === "done") {
-        progress.value = progress.max;
-        $("output").textContent = body.translatedText;
-        showGlossaryReport(body.glossary);
-      } else if (kind === "error") {
-        showError(0, body);
-      }
-    });
+    await readEvents(response, onEvent);
+    await afterEvents();
   } catch (err) {
     if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
   } finally {
     setBusy(false);
     progress.hidden = true;
   }
+}
+
+async function translate() {
+  const text = $("input").value;
+  if (state.busy || !text.trim()) return;
+  if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
+  $("output").textContent = "";
+  showGlossaryReport(null);
+  const progress = $("progress");
+  await postStream("/api/translate", {
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true,
+                           quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() }),
+  }, (kind, body) => {
+    if (kind === "start") {
+      progress.max = Math.max(1, body.segments);
+      if (body.detectedLanguage) showDetected(body.detectedLanguage);
+      if (body.quality === "best") $("output").textContent = "Translating six candidates…";
+    } else if (kind === "candidates") {
+      $("output").textContent = "Fusing the candidates…";
+    } else if (kind === "progress" || kind === "token") {
+      progress.value = body.done;
+      $("output").textContent = body.partial;
+    } else if (kind === "done") {
+      progress.value = progress.max;
+      $("output").textContent = body.translatedText;
+      showGlossaryReport(body.glossary);
+    } else if (kind === "error") {
+      showError(0, body);
+    }
+  });
 }
 
 function showDetected(d) {
@@ -149,47 +157,29 @@ async function loadFile(file) {
     return;
   }
   if (state.busy) return;
-  $("message").textContent = "";
-  $("detected").textContent = "";
-  $("download").hidden = true;
   $("output").textContent = `Translating ${file.name}…`;
   const progress = $("progress");
-  progress.value = 0; progress.hidden = false;
-  setBusy(true);
-  state.controller = new AbortController();
   const form = new FormData();
   form.append("file", file);
   form.append("source", $("source").value);
   form.append("target", $("target").value);
-  try {
-    const response = await fetch("/api/translate_file", { method: "POST", body: form, headers: authHeaders(),
-                                                         signal: state.controller.signal });
-    if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
-    let finished = null;
-    await readEvents(response, (kind, body) => {
-      if (kind === "start") {
-        progress.max = Math.max(1, body.segments);
-      } else if (kind === "progress") {
-        progress.value = body.done;
-        $("output").textContent = `Translating ${file.name}: ${body.done} / ${body.total} segments`;
-      } else if (kind === "done") {
-        finished = body;
-      } else if (kind === "error") {
-        showError(0, body);
-      }
-    });
-    if (finished) await showFileResult(finished, ext);
-  } catch (err) {
-    if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
-  } finally {
-    setBusy(false);
-    progress.hidden = true;
-  }
+  let finished = null;
+  await postStream("/api/translate_file", { body: form }, (kind, body) => {
+    if (kind === "start") {
+      progress.max = Math.max(1, body.segments);
+    } else if (kind === "progress") {
+      progress.value = body.done;
+      $("output").textContent = `Translating ${file.name}: ${body.done} / ${body.total} segments`;
+    } else if (kind === "done") {
+      finished = body;
+    } else if (kind === "error") {
+      showError(0, body);
+    }
+  }, async () => { if (finished) await showFileResult(finished, ext); });
 }
 
 async function showFileResult(body, ext) {
   const link = $("download");
-  if (link.href && link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
   link.href = body.translatedFileUrl;
   link.download = body.name;
   link.textContent = `Download ${body.name}`;
