@@ -28,7 +28,6 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 
 from .. import documents
 from ..detect import detect
-from ..documents.inline import MARKER
 from ..documents.translate import translate_texts
 from ..errors import BadRequest, HymtError, PayloadTooLarge
 from ..languages import Language
@@ -106,7 +105,7 @@ async def _read_upload(request: Request, service: Service) -> _Upload:
     target = parsing.language(data, "target", allow_auto=False)
     prepared = await run_in_threadpool(documents.open_document, ext, content, target.code)
     if source is None and prepared.texts:
-        found = await run_in_threadpool(detect, MARKER.sub(" ", "\n".join(prepared.texts[:200]))[:5000])
+        found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None
     return _Upload(ext, download_name(upload.filename or "", ext, target.code), prepared, source, target)
 
