@@ -47,21 +47,26 @@ def _spaced(ch: str) -> bool:
 
 def occurs(term: str, text: str) -> bool:
     """Whether `term` occurs in `text`, ignoring case and width; in spaced scripts only as whole words."""
-    folded = _fold(term)
-    if not folded:
+    return _occurs_folded(_fold(term), _fold(text))
+
+
+def _occurs_folded(folded: str, text: str) -> bool:
+    """`occurs` for a term and a text already folded (a segment is folded once for all the terms it is tried with)."""
+    if not folded or folded not in text:  # the plain test first: most terms are not in most segments
         return False
     before = r"(?<!\w)" if _spaced(folded[0]) else ""
     after = r"(?!\w)" if _spaced(folded[-1]) else ""
-    return re.search(before + re.escape(folded) + after, _fold(text)) is not None
+    return re.search(before + re.escape(folded) + after, text) is not None
 
 
 def applicable(terms: list[Term], text: str) -> list[Term]:
     """The entries whose source term occurs in the segment, each source term once (the first entry wins)."""
+    text = _fold(text)
     seen: set[str] = set()
     found = []
     for term in terms:
         key = _fold(term.source)
-        if key not in seen and occurs(term.source, text):
+        if key not in seen and _occurs_folded(key, text):
             seen.add(key)
             found.append(term)
     return found
@@ -69,7 +74,8 @@ def applicable(terms: list[Term], text: str) -> list[Term]:
 
 def missing(terms: list[Term], translation: str) -> list[Term]:
     """The applicable entries whose target term is not in the translation."""
-    return [t for t in terms if not occurs(t.target, translation)]
+    translation = _fold(translation)
+    return [t for t in terms if not _occurs_folded(_fold(t.target), translation)]
 
 
 def parse_request(value) -> list[Term]:

@@ -126,25 +126,20 @@ def formatted_message(source: Language | None, target: Language, text: str, fami
         return user_message(source, target, text, family)
     if family.formatted:
         return hy_mt15_formatted_message(target, text)
-    if is_chinese(target) or (source is not None and is_chinese(source)):
+    if _chinese_side(source, target):
         return FORMATTED_ZH_TEMPLATE.format(target=target.chinese, text=text)
     return FORMATTED_XX_TEMPLATE.format(target=target.english, text=text)
 def terminology_message(source: Language | None, target: Language, text: str, terms: list[Term],
                         family: Family = HUNYUAN_MT_7B, strict: bool = False) -> str:
     """The segment with the glossary entries that occur in it: HY-MT1.5's official terminology prompt, or its
     equivalent in Hunyuan-MT-7B's instruction. `strict` is the retry after a term was missed."""
-    if family.terminology:
-        lines = "\n".join(HY_MT15_TERM_LINE.format(source=t.source, target=t.target) for t in terms)
-        message = HY_MT15_TERMINOLOGY_TEMPLATE.format(terms=lines, target=target.chinese, text=text)
-        header = ZH_STRICT_HEADER
-    elif _chinese_side(source, target):
-        lines = "\n".join(HY_MT15_TERM_LINE.format(source=t.source, target=t.target) for t in terms)
-        message = ZH_TERMINOLOGY_TEMPLATE.format(terms=lines, target=target.chinese, text=text)
-        header = ZH_STRICT_HEADER
+    if family.terminology or _chinese_side(source, target):
+        template = HY_MT15_TERMINOLOGY_TEMPLATE if family.terminology else ZH_TERMINOLOGY_TEMPLATE
+        line, header, name = HY_MT15_TERM_LINE, ZH_STRICT_HEADER, target.chinese
     else:
-        lines = "\n".join(XX_TERM_LINE.format(source=t.source, target=t.target) for t in terms)
-        message = XX_TERMINOLOGY_TEMPLATE.format(terms=lines, target=target.english, text=text)
-        header = XX_STRICT_HEADER
+        template, line, header, name = XX_TERMINOLOGY_TEMPLATE, XX_TERM_LINE, XX_STRICT_HEADER, target.english
+    lines = "\n".join(line.format(source=t.source, target=t.target) for t in terms)
+    message = template.format(terms=lines, target=name, text=text)
     return message.replace(header[0], header[1], 1) if strict else message
 
 

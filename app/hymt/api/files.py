@@ -33,6 +33,7 @@ from ..errors import BadRequest, HymtError, PayloadTooLarge
 from ..languages import Language
 from ..prompts import Sampling
 from . import parsing
+from .page import SSE_HEADERS, sse
 from .service import Service
 
 log = logging.getLogger("hymt.files")
@@ -161,9 +162,6 @@ async def translate_file_stream(request: Request) -> Response:
     service.ready_engine()
     upload = await _read_upload(request, service)
 
-    def sse(kind: str, body: dict) -> str:
-        return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
-
     async def stream():
         yield sse("start", {"segments": len(upload.prepared.texts), "name": upload.name})
         try:
@@ -175,14 +173,12 @@ async def translate_file_stream(request: Request) -> Response:
         except HymtError as exc:
             yield sse("error", {"error": exc.message, "error_type": exc.error_type})
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def download_file(request: Request) -> Response:
     found = request.app.state.files.get(request.path_params["file_id"])
     if found is None:
-        return JSONResponse({"error": "no such file (it may have expired)", "error_type": "not_found"},
-                            status_code=404)
+        raise HymtError("no such file (it may have expired)", error_type="not_found", status=404)
     path, meta = found
     return FileResponse(path, media_type=meta["media_type"], filename=meta["name"])

@@ -24,16 +24,13 @@ class _EngineCollector:
     def collect(self):
         service = self.service
         engine = service.engine
-        queue = GaugeMetricFamily("hymt_queue_depth", "Segments waiting for the engine")
-        queue.add_metric([], engine.queue_depth if engine else 0)
-        yield queue
+        yield GaugeMetricFamily("hymt_queue_depth", "Segments waiting for the engine",
+                                engine.queue_depth if engine else 0)
         used_gb, total_gb = service.gpu_memory()
-        used = GaugeMetricFamily("hymt_gpu_memory_used_bytes", "GPU memory held by the server process")
-        used.add_metric([], used_gb * 2 ** 30)
-        yield used
-        total = GaugeMetricFamily("hymt_gpu_memory_total_bytes", "GPU memory of the card (0 without a GPU)")
-        total.add_metric([], (total_gb or 0) * 2 ** 30)
-        yield total
+        yield GaugeMetricFamily("hymt_gpu_memory_used_bytes", "GPU memory held by the server process",
+                                used_gb * 2 ** 30)
+        yield GaugeMetricFamily("hymt_gpu_memory_total_bytes", "GPU memory of the card (0 without a GPU)",
+                                (total_gb or 0) * 2 ** 30)
         decision = service.decision
         info = InfoMetricFamily("hymt_profile", "The active memory profile")
         info.add_metric([], {"profile": decision.profile, "weights": decision.weights, "kv_cache": decision.kv_cache,
@@ -49,24 +46,18 @@ class _EngineCollector:
                 ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight",
                  engine.kv_used_tokens if engine else 0),
                 ("hymt_startup_seconds", "Seconds from start to ready: loading, compiling, graphs, warm-up",
-                 engine.startup.total_s if engine else 0)):
-            gauge = GaugeMetricFamily(name, doc)
-            gauge.add_metric([], value)
-            yield gauge
+                 engine.startup.total_s if engine else 0),
+                ("hymt_draining", "1 while shutting down: new requests get 503", int(service.draining))):
+            yield GaugeMetricFamily(name, doc, value)
         refused = CounterMetricFamily("hymt_refused", "Requests refused at once with 429: expected wait or full queue, rate limit", labels=["reason"])
         refused.add_metric(["rate_limit"], service.limits.refused)
-        draining = GaugeMetricFamily("hymt_draining", "1 while shutting down: new requests get 503")
-        draining.add_metric([], int(service.draining))
-        yield draining
         if engine is None:
             yield refused
             return
         admission = engine.admission
         refused.add_metric(["queue"], admission.refused)
         yield refused
-        admitted = CounterMetricFamily("hymt_admitted", "Requests whose segments were queued")
-        admitted.add_metric([], admission.admitted)
-        yield admitted
+        yield CounterMetricFamily("hymt_admitted", "Requests whose segments were queued", admission.admitted)
         for name, doc, value in (
                 ("hymt_expected_wait_seconds", "Expected wait before the latest request's segments start",
                  admission.expected_wait_s),
@@ -74,9 +65,7 @@ class _EngineCollector:
                  admission.max_wait_s),
                 ("hymt_throughput_tokens_per_second", "Output tokens per second under load, measured "
                  "(the warm-up's figure before any)", admission.tokens_per_s)):
-            gauge = GaugeMetricFamily(name, doc)
-            gauge.add_metric([], value)
-            yield gauge
+            yield GaugeMetricFamily(name, doc, value)
         stats = engine.runner.stats
         for name, doc, value in (("hymt_tokens_in", "Prompt tokens prefilled", stats.tokens_in),
                                  ("hymt_tokens_out", "Tokens generated", stats.tokens_out),
@@ -84,13 +73,7 @@ class _EngineCollector:
                                  ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments",
                                   stats.oom_events),
                                  ("hymt_preemptions", "Segments requeued after out-of-memory", stats.preemptions)):
-            counter = CounterMetricFamily(name, doc)
-            counter.add_metric([], value)
-            yield counter
+            yield CounterMetricFamily(name, doc, value)
         for kind in ("prefill", "decode"):
-            steps = CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}")
-            steps.add_metric([], stats.steps[kind])
-            yield steps
-            seconds = CounterMetricFamily(f"hymt_{kind}_seconds", f"Seconds spent in {kind} steps")
-            seconds.add_metric([], stats.step_s[kind])
-            yield seconds
+            yield CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}", stats.steps[kind])
+            yield CounterMetricFamily(f"hymt_{kind}_seconds", f"Seconds spent in {kind} steps", stats.step_s[kind])

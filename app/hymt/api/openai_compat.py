@@ -90,9 +90,7 @@ def _user_text(messages, settings) -> str:
             raise BadRequest(f"messages[{i}].content must be a string or a list of text parts",
                              error_type="invalid_type")
         for part in parts:
-            if len(part) > settings.max_chars:
-                raise BadRequest(f"text of {len(part)} characters is over the limit of {settings.max_chars}",
-                               error_type="text_too_long")
+            parsing.check_length(part, settings)
         if message["role"] == "user" and "".join(parts).strip():
             found = "".join(parts)
     if found is None:

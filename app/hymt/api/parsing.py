@@ -170,12 +170,16 @@ def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:
         if not isinstance(item, str):
             where = f"{field}[{i}]" if as_list else field
             raise BadRequest(f"{where} must be a string, not {type(item).__name__}", error_type="invalid_type")
-        if len(item) > settings.max_chars:
-            raise BadRequest(f"text of {len(item)} characters is over the limit of {settings.max_chars}",
-                             error_type="text_too_long")
+        check_length(item, settings)
     if not any(item.strip() for item in items):
         raise BadRequest(f"field {field!r} is empty", error_type="empty_text")
     return items, as_list
+
+
+def check_length(text: str, settings: Settings) -> None:
+    if len(text) > settings.max_chars:
+        raise BadRequest(f"text of {len(text)} characters is over the limit of {settings.max_chars}",
+                         error_type="text_too_long")
 
 
 def language(data: dict, field: str, *, allow_auto: bool, default: str | None = None) -> Language | None:

@@ -106,21 +106,20 @@ class Service:
     def fusion_engine(self) -> Engine:
         """The engine that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
         engine = self.ready_engine()
-        placement = self.decision.fusion.get("placement", "off")
-        if placement == "same":
-            return engine
-        if self.fusion is not None and self.fusion.alive:
-            return self.fusion
+        if self._fusion_up():
+            return engine if self.decision.fusion.get("placement") == "same" else self.fusion
         why = self.fusion_error or self.decision.fusion.get("reason") or "no fusion model"
         raise HymtError(f"quality best is not available: {why}", error_type="quality_unavailable", status=422)
+
+    def _fusion_up(self) -> bool:
+        """Whether a fusion model runs: the translation model itself (Chimera), or its own engine, alive."""
+        return self.decision.fusion.get("placement") == "same" or (self.fusion is not None and self.fusion.alive)
 
     def quality_json(self) -> dict:
         """What /health says about quality "best"."""
         fusion = self.decision.fusion
         own = fusion.get("decision") or {}
-        available = self.engine is not None and (fusion.get("placement") == "same"
-                                                 or (self.fusion is not None and self.fusion.alive))
-        return {"best": available, "placement": fusion.get("placement", "off"),
+        return {"best": self.engine is not None and self._fusion_up(), "placement": fusion.get("placement", "off"),
                 "reason": self.fusion_error or fusion.get("reason"), "fusion_profile": own.get("profile"),
                 "fusion_model": self.fusion.family.name if self.fusion else None,
                 "candidates": len(CANDIDATE_SAMPLINGS)}
