@@ -23,14 +23,15 @@ if [ -n "$model" ]; then
 fi
 if [ -n "$port" ] && ! [[ "$port" =~ ^[0-9]+$ ]]; then echo "start.sh: --port must be a number" >&2; exit 2; fi
 
-wait_healthy() {  # $1: command printing the state, $2: URL
+wait_healthy() {  # $1: command printing the probe's answer (its first word the state), $2: URL
   local started=$SECONDS state
   while :; do
-    state=$($1 2>/dev/null || true)
+    probe_answer=$($1 2>/dev/null || true)
+    state=${probe_answer%%[: $'\n']*}
     printf '\rwaiting for the model to load: %-10s %4ds ' "${state:-starting}" $((SECONDS - started))
     case "$state" in
       healthy|degraded) printf '\nhymt is ready: %s\n' "$2"; return 0 ;;
-      unhealthy|failed) printf '\n'; return 1 ;;
+      unhealthy|failed|stopped) printf '\n'; return 1 ;;
     esac
     sleep 2
   done
@@ -69,14 +70,13 @@ run_native() {
   probe() {
     if ! kill -0 "$pid" 2>/dev/null; then echo failed; return; fi
     if .venv/bin/supervisorctl -s "$sock" status hymt-server 2>/dev/null | grep -q FATAL; then echo failed; return; fi
-    "$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" | cut -d: -f1
+    "$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail
   }
   if ! wait_healthy probe "http://localhost:$HYMT_PORT/"; then
     local why
-    why=$("$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail 2>/dev/null || true)
-    case "$why" in
-      failed:*) echo "start.sh: the appliance did not come up: ${why#failed: }" >&2 ;;
-      *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log | tail -n 1)
+    case "$probe_answer" in
+      failed:*) echo "start.sh: the appliance did not come up: ${probe_answer#failed: }" >&2 ;;
+      *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log 2>/dev/null | tail -n 1 || true)
          echo "start.sh: the appliance did not come up: ${why:-see the logs in $HYMT_LOG_DIR}" >&2 ;;
     esac
     # A start that failed does not keep retrying in the background: shut down, and wait until it has.
@@ -108,20 +108,21 @@ run_docker() {
   local cid; cid=$(docker compose ps -q hymt)
   # Docker's own health status stays "starting" for the whole start period (15 minutes) however the start goes;
   # the probe inside the container knows at once when the server cannot start (and a container that stopped or
-  # restarts has failed: its entrypoint refused the setup).
+  # restarts has failed: its entrypoint refused the setup). The answer that ended the wait is the one reported:
+  # asking again could meet the health service between two checks.
   probe() {
-    [ "$(docker inspect --format '{{.State.Status}} {{.RestartCount}}' "$cid")" = "running 0" ] || { echo failed; return; }
-    docker exec "$cid" hymt-probe | cut -d: -f1
+    local state; state=$(docker inspect --format '{{.State.Status}} {{.RestartCount}}' "$cid")
+    [ "$state" = "running 0" ] || { echo "stopped: the container is ${state:-gone}"; return; }
+    docker exec "$cid" hymt-probe --log-tail
   }
   if ! wait_healthy probe "http://localhost:${HYMT_HOST_PORT:-80}/"; then
     local why
-    why=$(docker exec "$cid" hymt-probe --log-tail 2>/dev/null || true)
-    case "$why" in
-      failed:*) echo "start.sh: the container did not come up: ${why#failed: }" >&2 ;;
-      *) why=$(docker logs --tail 50 "$cid" 2>&1 | grep 'hymt: cannot start\|could not start' | tail -n 1)
+    case "$probe_answer" in
+      failed:*) echo "start.sh: the container did not come up: ${probe_answer#failed: }" >&2 ;;
+      *) why=$(docker logs --tail 50 "$cid" 2>&1 | grep 'hymt: cannot start\|could not start' | tail -n 1 || true)
          echo "start.sh: the container did not come up: ${why:-see docker compose logs hymt}" >&2
          echo "its last log lines:" >&2
-         docker compose logs --no-log-prefix --tail 15 hymt 2>&1 | sed 's/^/  /' >&2 ;;
+         docker compose logs --no-log-prefix --tail 15 hymt 2>&1 | sed "s/^/  /" >&2 || true ;;
     esac
     echo "(docker compose logs hymt for more; ./start.sh --stop to remove it)" >&2
     exit 1

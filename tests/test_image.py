@@ -269,10 +269,11 @@ def test_start_sh_docker_path_ends_with_the_reason_when_the_model_is_broken(imag
         result = subprocess.run([str(ROOT / "start.sh"), "--model", str(broken)], capture_output=True, text=True,
                                 timeout=600, env=env)
         assert result.returncode == 1, result.stdout + result.stderr
+        said = result.stdout + result.stderr
         assert ("start.sh: the container did not come up: hymt-server could not start and supervisord gave up: "
-                "permission denied: cannot read /models/model.safetensors") in result.stderr
-        assert "last lines of /var/log/hymt/server.log:\n" in result.stderr
-        assert "  hymt: error: permission denied" in result.stderr
+                "permission denied: cannot read /models/model.safetensors") in result.stderr, said
+        assert "last lines of /var/log/hymt/server.log:\n" in result.stderr, said
+        assert "  hymt: error: permission denied" in result.stderr, said
     finally:
         podman("rm", "-f", "-t", "0", "hymt-test-compose", check=False)
 
