@@ -38,3 +38,4 @@ def test_output_budget_scales_with_the_source():
     assert max_new_tokens(10, 1024) == 46
     assert max_new_tokens(1000, 1024) == 1024
     assert max_new_tokens(0, 1024) == 16
+    assert max_new_tokens(100, 8) == 8  # the setting is a cap, also below the room for short segments

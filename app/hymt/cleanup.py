@@ -20,8 +20,8 @@ class Cleaned:
 
 def max_new_tokens(source_tokens: int, cap: int) -> int:
     """An output budget in proportion to the source: scripts differ in tokens per meaning (a CJK source can
-    need three times its tokens in Hindi), plus room for short segments."""
-    return max(16, min(cap, 3 * source_tokens + 16))
+    need three times its tokens in Hindi), plus room for short segments; never beyond HYMT_MAX_NEW_TOKENS."""
+    return min(cap, 3 * source_tokens + 16)
 
 
 def partial(raw: str) -> str:
