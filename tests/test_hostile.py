@@ -211,11 +211,15 @@ def test_multipart_and_form_abuse_is_a_4xx(server, body, content_type):
     assert response.json()["error"]
 
 
-def test_multipart_text_that_is_not_utf8_is_read_as_latin1(server):
-    # Starlette's reading of a part in another encoding: not refused, and never a 5xx.
+def test_multipart_text_that_is_not_utf8_is_refused(server):
+    # Starlette alone reads such a part as Latin-1, and the garbled text would be translated.
     for value in (b"caf\xe9 \xff\xfe", "\ud800".encode("utf-8", "surrogatepass")):
         body = _part("q", value) + _part("source", b"fr") + _part("target", b"de") + b"--XyZ--\r\n"
-        assert raw(server, "/translate", body, MULTIPART).status_code == 200
+        response = raw(server, "/translate", body, MULTIPART)
+        assert response.status_code == 400 and response.json()["error_type"] == "invalid_text", response.text
+        assert response.json()["error"] == "form field 'q' is not UTF-8 text"
+    body = _part("q", "café".encode()) + _part("source", b"fr") + _part("target", b"de") + b"--XyZ--\r\n"
+    assert raw(server, "/translate", body, MULTIPART).status_code == 200
 
 
 def test_a_multipart_part_over_the_upload_limit_is_refused(server):

@@ -7,6 +7,7 @@ import json
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
 from ..engine.engine import Options
@@ -22,6 +23,25 @@ MAX_FORM_FIELDS = 1000
 
 class FormData(dict):
     """A form body: every value is a string (or a file), so fields that are numbers in JSON come as digits."""
+
+
+class _NotText(MultiPartException):
+    pass
+
+
+class _TextPartsChecked(MultiPartParser):
+    """Starlette's multipart parser, except that a text part whose bytes are not in its charset (UTF-8 unless the
+    part says otherwise) is refused: Starlette would read it as Latin-1 and the garbled text would be translated."""
+
+    def on_part_end(self) -> None:
+        part = self._current_part
+        if part.file is None:
+            charset = self._charset or "utf-8"
+            try:
+                part.data.decode(charset)
+            except UnicodeDecodeError:
+                raise _NotText(f"form field {part.field_name!r} is not {charset.upper()} text") from None
+        super().on_part_end()
 
 
 async def read_body(request: Request, settings: Settings, forms: bool = True, limit: int | None = None) -> dict:
@@ -45,9 +65,14 @@ async def read_body(request: Request, settings: Settings, forms: bool = True, li
             raise BadRequest(f"invalid form: {exc}") from None
         return _form_data(fields)
     if forms and content_type == "multipart/form-data":
-        # Starlette reads a part that is not UTF-8 as Latin-1.
-        form = await request.form(max_part_size=limit, max_fields=MAX_FORM_FIELDS,
-                                  max_files=MAX_FORM_FIELDS)
+        parser = _TextPartsChecked(request.headers, request.stream(), max_part_size=limit, max_fields=MAX_FORM_FIELDS,
+                                   max_files=MAX_FORM_FIELDS)
+        try:
+            form = await parser.parse()
+        except _NotText as exc:
+            raise BadRequest(exc.message, error_type="invalid_text") from None
+        except MultiPartException as exc:
+            raise BadRequest(exc.message) from None
         return _form_data(form.multi_items())
     if content_type not in JSON_TYPES and not content_type.endswith("+json"):
         accepted = "application/json" + (", application/x-www-form-urlencoded or multipart/form-data" if forms else "")
