@@ -11,6 +11,7 @@ out-of-memory.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -194,7 +195,8 @@ class Engine:
         the glossary entries occurring in it, or else (where the model has a context prompt) the document's
         preceding source segments; a segment with inline markup markers (options.formatted) gets the
         formatted-translation prompt instead. Raises Overloaded at once when the queue cannot take all of them."""
-        count = self.runner.count_tokens
+        # A document's segments are counted again as the context of the ones after them.
+        count = functools.cache(self.runner.count_tokens)
         max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
         documents = [segment.split(text, count, max_tokens, src.code if src else "en") for text, src in items]
         job = Job(id=next(self._ids), target=target, documents=documents,
@@ -211,9 +213,9 @@ class Engine:
             # Markers are kept only by the formatted prompt, and no official prompt combines it with terms.
             marked = options.formatted and prompts.has_markers(text)
             terms = [] if marked else glossary.applicable(entries[key], text)
-            context = self._context(documents[d], s) if options.context and not (terms or marked) else ""
+            context = self._context(documents[d], s, count) if options.context and not (terms or marked) else ""
             message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked)
-            wanted, prompt_ids = self._wanted(text), self._prompt(message)
+            wanted, prompt_ids = self._wanted(text, count), self._prompt(message)
             if context and not self._fits_whole_budget(prompt_ids, wanted):
                 prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
             job.sources.append(source)
@@ -248,7 +250,7 @@ class Engine:
                                           payload=(job, text)))
         return self._queue(job)
 
-    def _context(self, document: segment.Document, index: int) -> str:
+    def _context(self, document: segment.Document, index: int, count: Callable[[str], int]) -> str:
         """The segments before this one in its document, newest first, as many as fit HYMT_CONTEXT_TOKENS; only
         source text, so that the segments of a document still run side by side in one batch (HY-MT1.5's context
         prompt asks the model not to translate the text above, which is what source text is)."""
@@ -260,7 +262,7 @@ class Engine:
             text = text.strip()
             if not text:
                 continue
-            tokens = self.runner.count_tokens(text)
+            tokens = count(text)
             if tokens > left:
                 break
             chosen.append(text)
@@ -270,9 +272,9 @@ class Engine:
     def _prompt(self, message: str) -> list[int]:
         return self.runner.encode(prompts.render(self.runner.loaded.tokenizer, message))
 
-    def _wanted(self, text: str) -> int:
+    def _wanted(self, text: str, count: Callable[[str], int] | None = None) -> int:
         """The output budget a segment's source text asks for."""
-        return cleanup.max_new_tokens(self.runner.count_tokens(text), self.settings.max_new_tokens)
+        return cleanup.max_new_tokens((count or self.runner.count_tokens)(text), self.settings.max_new_tokens)
 
     def _fits_whole_budget(self, prompt_ids: list[int], wanted: int) -> bool:
         """Whether a prompt (with context, or fusing candidates) leaves the segment its whole output budget in its
