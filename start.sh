@@ -23,6 +23,8 @@ if [ -n "$model" ]; then
 fi
 if [ -n "$port" ] && ! [[ "$port" =~ ^[0-9]+$ ]]; then echo "start.sh: --port must be a number" >&2; exit 2; fi
 
+# "unhealthy" is not an end: a server that failed to load answers it until it exits, and a server that stays
+# unhealthy is restarted by the health service, which says "failed" once supervisord or it gives up.
 wait_healthy() {  # $1: command printing the probe's answer (its first word the state), $2: URL
   local started=$SECONDS state
   while :; do
@@ -31,7 +33,7 @@ wait_healthy() {  # $1: command printing the probe's answer (its first word the 
     printf '\rwaiting for the model to load: %-10s %4ds ' "${state:-starting}" $((SECONDS - started))
     case "$state" in
       healthy|degraded) printf '\nhymt is ready: %s\n' "$2"; return 0 ;;
-      unhealthy|failed|stopped) printf '\n'; return 1 ;;
+      failed|stopped) printf '\n'; return 1 ;;
     esac
     sleep 2
   done

@@ -219,15 +219,20 @@ def test_start_sh_bad_arguments():
 
 
 SCRIPTED_DOCKER = """#!/usr/bin/env bash
-# docker as start.sh calls it, scripted: the probe inside the container answers "failed" once, then "unreachable"
-# (the health service between two checks), and the container log has no line to fall back on.
+# docker as start.sh calls it, scripted: the probe inside the container answers "unhealthy" (a server that failed
+# to load, before it exits), then "failed" once, then "unreachable" (the health service between two checks); the
+# container log has no line to fall back on.
 case "$1 ${2:-}" in
   "info --format") echo '{"nvidia": {}}' ;;
   "info "|"image inspect"|"compose up"|"compose logs") ;;
   "compose ps") echo box ;;
   inspect*) echo "$STATE" ;;
-  exec*) if [ -e "$ANSWERED" ]; then echo "unreachable: connection refused"
-         else touch "$ANSWERED"; printf 'failed: the reason\\nlast lines of server.log:\\n  hymt: error: why\\n'; fi ;;
+  exec*) echo x >>"$ASKED"
+         case $(wc -l <"$ASKED") in
+           1) echo "unhealthy: permission denied" ;;
+           2) printf 'failed: the reason\\nlast lines of server.log:\\n  hymt: error: why\\n' ;;
+           *) echo "unreachable: connection refused" ;;
+         esac ;;
   logs*) ;;
   *) exit 2 ;;
 esac
@@ -239,12 +244,13 @@ esac
     ("exited 0", "start.sh: the container did not come up: see docker compose logs hymt"),
 ])
 def test_start_sh_docker_path_reports_the_answer_that_ended_the_wait(test_model, tmp_path, state, said):
-    """The reason is the probe answer that ended the wait: asking again can meet another answer, and a fallback
-    that finds nothing must still say something (under set -e a grep without a match once ended start.sh silently)."""
+    """The wait ends on "failed" (not on a passing "unhealthy"), the reason is the probe answer that ended it (asking
+    again can meet another answer), and a fallback that finds nothing still says something (under set -e a grep
+    without a match once ended start.sh silently)."""
     (tmp_path / "docker").write_text(SCRIPTED_DOCKER)
     (tmp_path / "docker").chmod(0o755)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}, "STATE": state,
-           "ANSWERED": str(tmp_path / "answered"), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+           "ASKED": str(tmp_path / "asked"), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     result = subprocess.run([str(ROOT / "start.sh"), "--model", str(test_model)], capture_output=True, text=True,
                             timeout=60, env=env)
     assert result.returncode == 1, result.stdout + result.stderr
