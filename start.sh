@@ -75,7 +75,13 @@ run_native() {
     "$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail
   }
   if ! wait_healthy probe "http://localhost:$HYMT_PORT/"; then
-    local why
+    local why tries=0
+    # supervisord can give up before the health service's next check, which then says why.
+    while [ "$probe_answer" = failed ] && [ $((tries += 1)) -le 15 ] && kill -0 "$pid" 2>/dev/null; do
+      sleep 1
+      probe_answer=$("$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail 2>/dev/null || true)
+      [[ $probe_answer == failed:* ]] || probe_answer=failed
+    done
     case "$probe_answer" in
       failed:*) echo "start.sh: the appliance did not come up: ${probe_answer#failed: }" >&2 ;;
       *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log 2>/dev/null | tail -n 1 || true)
