@@ -84,7 +84,8 @@ run_native() {
     done
     case "$probe_answer" in
       failed:*) echo "start.sh: the appliance did not come up: ${probe_answer#failed: }" >&2 ;;
-      *) why=$(grep -h 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR"/*.log 2>/dev/null | tail -n 1 || true)
+      # appliance.log is this start's alone (the programs' own logs go on from earlier starts).
+      *) why=$(grep 'hymt: cannot start\|hymt: error' "$HYMT_LOG_DIR/appliance.log" 2>/dev/null | tail -n 1 || true)
          echo "start.sh: the appliance did not come up: ${why:-see the logs in $HYMT_LOG_DIR}" >&2 ;;
     esac
     # A start that failed does not keep retrying in the background: shut down, and wait until it has.

@@ -202,6 +202,17 @@ def test_start_sh_native_ends_with_the_reason_when_the_model_is_broken(test_mode
     assert "hymt is not running" in down.stdout
 
 
+def test_start_sh_native_refused_settings_say_why(test_model):
+    """The entrypoint refuses a bad setting: start.sh reports this start's reason, not an error line left in the
+    programs' logs by an earlier start (the test above leaves one)."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}, "HYMT_MAX_IN_FLIGHT": "abc"}
+    result = subprocess.run([str(ROOT / "start.sh"), "--native", "--model", str(test_model), "--port",
+                             str(free_port())], capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ("start.sh: the appliance did not come up: hymt: cannot start: HYMT_MAX_IN_FLIGHT='abc' is not a valid "
+            "int") in result.stderr, result.stdout + result.stderr
+
+
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")
 def test_start_sh_without_a_docker_engine_says_what_to_do():
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
