@@ -69,19 +69,14 @@ run_native() {
   : >"$HYMT_LOG_DIR/appliance.log"
   setsid nohup rootfs/usr/local/bin/hymt-entrypoint >>"$HYMT_LOG_DIR/appliance.log" 2>&1 < /dev/null &
   local pid=$!
+  # As in the container: the health service says "failed" (with the reason) when supervisord gives up on the
+  # server, and an entrypoint that ended has refused the setup.
   probe() {
-    if ! kill -0 "$pid" 2>/dev/null; then echo failed; return; fi
-    if .venv/bin/supervisorctl -s "$sock" status hymt-server 2>/dev/null | grep -q FATAL; then echo failed; return; fi
+    if ! kill -0 "$pid" 2>/dev/null; then echo "stopped: the entrypoint exited"; return; fi
     "$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail
   }
   if ! wait_healthy probe "http://localhost:$HYMT_PORT/"; then
-    local why tries=0
-    # supervisord can give up before the health service's next check, which then says why.
-    while [ "$probe_answer" = failed ] && [ $((tries += 1)) -le 15 ] && kill -0 "$pid" 2>/dev/null; do
-      sleep 1
-      probe_answer=$("$HYMT_PYTHON" -m healthcheck.probe --port "$HYMT_PORT" --log-tail 2>/dev/null || true)
-      [[ $probe_answer == failed:* ]] || probe_answer=failed
-    done
+    local why
     case "$probe_answer" in
       failed:*) echo "start.sh: the appliance did not come up: ${probe_answer#failed: }" >&2 ;;
       # appliance.log is this start's alone (the programs' own logs go on from earlier starts).
