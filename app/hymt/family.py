@@ -72,11 +72,16 @@ def _saved_name(checkpoint: Path, filename: str) -> str:
     return name if isinstance(name, str) else ""
 
 
+def check_choice(value: str) -> None:
+    """HYMT_MODEL_FAMILY's value: "auto" or a family's key."""
+    if value not in FAMILY_CHOICES:
+        raise ConfigError(f"HYMT_MODEL_FAMILY must be one of {', '.join(FAMILY_CHOICES)}, not {value!r}")
+
+
 def identify(checkpoint: Path, override: str = "auto") -> Identified:
     """The checkpoint's family, and which signal named it."""
+    check_choice(override)
     if override != "auto":
-        if override not in FAMILIES:
-            raise ConfigError(f"HYMT_MODEL_FAMILY must be one of {', '.join(FAMILY_CHOICES)}, not {override!r}")
         return Identified(FAMILIES[override], "HYMT_MODEL_FAMILY")
     # The path from its innermost directory outwards: the directory named after the model wins over its parents.
     signals = [("config.json", _saved_name(checkpoint, "config.json")),

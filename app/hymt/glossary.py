@@ -14,6 +14,7 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from .errors import BadRequest, ConfigError
@@ -32,6 +33,15 @@ _UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "M
 class Term:
     source: str
     target: str
+
+    # Folded once per entry: a document tries every entry on each of its segments.
+    @cached_property
+    def folded_source(self) -> str:
+        return _fold(self.source)
+
+    @cached_property
+    def folded_target(self) -> str:
+        return _fold(self.target)
 
     def to_json(self) -> dict:
         return {"source": self.source, "target": self.target}
@@ -65,7 +75,7 @@ def applicable(terms: list[Term], text: str) -> list[Term]:
     seen: set[str] = set()
     found = []
     for term in terms:
-        key = _fold(term.source)
+        key = term.folded_source
         if key not in seen and _occurs_folded(key, text):
             seen.add(key)
             found.append(term)
@@ -75,7 +85,7 @@ def applicable(terms: list[Term], text: str) -> list[Term]:
 def missing(terms: list[Term], translation: str) -> list[Term]:
     """The applicable entries whose target term is not in the translation."""
     translation = _fold(translation)
-    return [t for t in terms if not _occurs_folded(_fold(t.target), translation)]
+    return [t for t in terms if not _occurs_folded(t.folded_target, translation)]
 
 
 def parse_request(value) -> list[Term]:

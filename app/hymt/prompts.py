@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .family import HUNYUAN_MT_7B, Family
+from .family import HUNYUAN_MT_7B, HY_MT15_7B, Family
 from .glossary import Term
 from .languages import Language, is_chinese
 
@@ -19,7 +19,8 @@ FORMATTED_ZH_TEMPLATE = ("把下面的文本翻译成{target}，不要额外解�
 FORMATTED_XX_TEMPLATE = ("Translate the following segment into {target}, without additional explanation. "
                          "Tags such as <s1></s1> and <s2/> in the segment mark formatting: keep every tag in the "
                          "translation, around or at the words that correspond to the tagged words.\n\n{text}")
-_MARKER = re.compile(r"<\s*/?\s*s\d+\s*/?\s*>")
+# A marker: <sN>, </sN> or <sN/>, spaces tolerated (groups: closing slash, number, self-closing slash).
+MARKER = re.compile(r"<\s*(/?)\s*s(\d+)\s*(/?)\s*>")
 
 # HY-MT1.5-7B's own prompts (its README, 2025-12-30): another Chinese instruction, the same English one, and
 # official prompts for terminology and context (written in Chinese whatever the pair; the target's Chinese name).
@@ -110,13 +111,13 @@ def user_message(source: Language | None, target: Language, text: str, family: F
     """The family's official instruction: the Chinese template when Chinese is on either side, else the English
     one. Chimera translates with Hunyuan-MT-7B's prompts (its candidates come from that model)."""
     if _chinese_side(source, target):
-        template = HY_MT15_ZH_TEMPLATE if family.key == "hy-mt1.5-7b" else ZH_TEMPLATE
+        template = HY_MT15_ZH_TEMPLATE if family is HY_MT15_7B else ZH_TEMPLATE
         return template.format(target=target.chinese, text=text)
     return XX_TEMPLATE.format(target=target.english, text=text)
 
 
 def has_markers(text: str) -> bool:
-    return bool(_MARKER.search(text))
+    return bool(MARKER.search(text))
 
 
 def formatted_message(source: Language | None, target: Language, text: str, family: Family = HUNYUAN_MT_7B) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import ConfigError
-from .family import FAMILY_CHOICES
+from .family import check_choice
 
 PROFILE_CHOICES = ("auto", "bf16", "bf16-int8kv", "int4", "int4-int8kv", "int8", "nf4", "nf4-int8kv", "cpu")
 
@@ -102,8 +102,7 @@ class Settings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
-        if self.model_family not in FAMILY_CHOICES:
-            raise ConfigError(f"HYMT_MODEL_FAMILY must be one of {', '.join(FAMILY_CHOICES)}, not {self.model_family!r}")
+        check_choice(self.model_family)
         if self.context_tokens < 0:
             raise ConfigError(f"HYMT_CONTEXT_TOKENS must be 0 or more, not {self.context_tokens}")
         for name in ("drain_grace_s", "rate_limit_per_key", "rate_limit_per_address"):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Union
 
-MARKER = re.compile(r"<\s*(/?)\s*s(\d+)\s*(/?)\s*>")
+from ..prompts import MARKER
 
 
 @dataclass(eq=False)
