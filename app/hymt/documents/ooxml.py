@@ -72,7 +72,8 @@ class Paragraph:
                 props = child.find(s.q("rPr"))
                 for part in child:
                     if part.tag == s.q("t"):
-                        pieces.append(("text", props, part.text or ""))
+                        # The run properties' key (serialized XML) is worked out once per run of text.
+                        pieces.append(("text", props, part.text or "", _key(props)))
                     elif part is not props and part.tag not in map(s.q, s.dropped):
                         pieces.append(("void", ("run", props, part)))
             elif s.link and child.tag == s.q(s.link):
@@ -88,25 +89,26 @@ class Paragraph:
         exemplar = {}
         for piece in pieces:
             if piece[0] == "text":
-                weights[_key(piece[1])] += len(piece[2])
-                exemplar.setdefault(_key(piece[1]), piece[1])
+                weights[piece[3]] += len(piece[2])
+                exemplar.setdefault(piece[3], piece[1])
         return exemplar[weights.most_common(1)[0][0]] if weights else None
 
     def _items(self, pieces, base_key: bytes) -> list[Item]:
         items: list[Item] = []
+        fmt_key = None  # the key of the last formatted Tag appended
         for piece in pieces:
             if piece[0] == "text":
-                key = _key(piece[1])
+                key = piece[3]
                 if key == base_key:
                     if items and isinstance(items[-1], str):
                         items[-1] += piece[2]
                     else:
                         items.append(piece[2])
-                elif items and isinstance(items[-1], Tag) and items[-1].payload[0] == "fmt" and \
-                        _key(items[-1].payload[1]) == key:
+                elif items and isinstance(items[-1], Tag) and items[-1].payload[0] == "fmt" and fmt_key == key:
                     items[-1].children[0] += piece[2]
                 else:
                     items.append(Tag(("fmt", piece[1]), [piece[2]]))
+                    fmt_key = key
             elif piece[0] == "link":
                 _, el, inner, base = piece
                 items.append(Tag(("link", el, base), self._items(inner, _key(base))))
