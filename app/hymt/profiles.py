@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass, field
 
+from . import cleanup
 from .errors import ConfigError, HymtError
 from .hardware import CUDA_CONTEXT_BYTES, GIB, GpuMemory
 
@@ -52,9 +53,8 @@ PROMPT_OVERHEAD_TOKENS = 64
 
 
 def _output_tokens(settings) -> int:
-    """The output budget of the longest segment (cleanup's rule: 3x the source + 16, capped by
-    HYMT_MAX_NEW_TOKENS)."""
-    return min(settings.max_new_tokens, 3 * settings.max_segment_tokens + 16)
+    """The output budget of the longest segment."""
+    return cleanup.max_new_tokens(settings.max_segment_tokens, settings.max_new_tokens)
 
 
 def segment_kv_tokens(settings) -> int:

@@ -70,7 +70,7 @@ class Admission:
         segments have `waiting_budgets`, with `free_rows` rows free in the running batch."""
         if not waiting_budgets:
             # Nothing waits: its first segments start at once, the rest behind its own (the rows are its).
-            ahead = sum(own_budgets[free_rows:-1]) if len(own_budgets) > free_rows else 0
+            ahead = sum(own_budgets[free_rows:-1])
         else:
             ahead = sum(waiting_budgets) + sum(own_budgets[:-1])
         wait = ahead * self.budget_used / self.tokens_per_s
