@@ -120,11 +120,8 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         loader = service.load_in_background(engine_factory)
         yield
         loader.join(timeout=0)
-        if service.engine is not None:
-            service.engine.stop()
+        service.stop_engines()
         app.state.files.close()
-        if service.fusion is not None:
-            service.fusion.stop()
 
     app = Starlette(
         routes=ROUTES,

@@ -138,7 +138,7 @@ async def chat_completions(request: Request):
     async def body():
         yield chunk({"role": "assistant", "content": ""})
         sent = ""
-        async for event in events_until_done(service, job, events, request):
+        async for event in events_until_done(job, events, request):
             if event.kind == "error":
                 err = {"error": {"message": event.error.message, "type": event.error.error_type}}
                 yield f"data: {json.dumps(err)}\n\n"

@@ -53,7 +53,7 @@ async def translate(request: Request) -> Response:
 
     async def stream():
         yield sse("start", {"segments": job.num_segments, "detectedLanguage": detected})
-        async for event in events_until_done(service, job, events, request):
+        async for event in events_until_done(job, events, request):
             if event.kind in ("token", "segment"):
                 # "token": the text so far, the segment being generated included; "progress": a segment ended.
                 (partial,) = job.settled_texts(service.engine.decode if event.kind == "token" else None)
@@ -79,13 +79,13 @@ async def _best_stream(service: Service, request: Request, queued, sampling, det
     fused (with the fused text so far), then "done" (or "error")."""
     try:
         yield sse("start", {"segments": queued[0][0].num_segments, "detectedLanguage": detected, "quality": "best"})
-        jobs = await candidates_done(service, queued, request)
+        jobs = await candidates_done(queued, request)
         yield sse("candidates", {"done": len(jobs), "total": len(jobs)})
-        fusion, job, events = await submit_fusion(service, jobs, sampling)
+        job, events = await submit_fusion(service, jobs, sampling)
     except HymtError as exc:
         yield sse("error", {"error": exc.message, "error_type": exc.error_type})
         return
-    async for event in events_until_done(service, job, events, request, fusion):
+    async for event in events_until_done(job, events, request):
         if event.kind == "segment":
             (partial,) = job.settled_texts()
             yield sse("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})

@@ -46,7 +46,7 @@ class DrainingServer(uvicorn.Server):
             time.sleep(0.1)
         if self.service.busy():
             log.warning("drain grace over: ending the requests still in flight with an error")
-            self.service.engine.stop()
+            self.service.stop_engines()
         else:
             log.info("drained: every request in flight has its answer")
         self.should_exit = True

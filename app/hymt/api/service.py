@@ -124,6 +124,12 @@ class Service:
                 "fusion_model": self.fusion.family.name if self.fusion else None,
                 "candidates": len(CANDIDATE_SAMPLINGS)}
 
+    def stop_engines(self) -> None:
+        """End what the engines hold with an error, and stop them."""
+        for engine in (self.engine, self.fusion):
+            if engine is not None:
+                engine.stop()
+
     def busy(self) -> bool:
         """Whether the engine still holds segments (waiting or in flight)."""
         return any(e is not None and (e.queue_depth > 0 or e.in_flight > 0) for e in (self.engine, self.fusion))
@@ -190,42 +196,38 @@ async def queue_candidates(service: Service, items: list[tuple[str, Language | N
             queued.append(await submit(service, items, target, sampling, options=options))
     except BaseException:
         for job, _ in queued:
-            service.engine.cancel(job)
+            job.engine.cancel(job)
         raise
     return queued
 
 
-async def candidates_done(service: Service, queued: list[tuple[Job, "asyncio.Queue[Event]"]],
-                          request: Request) -> list[Job]:
+async def candidates_done(queued: list[tuple[Job, "asyncio.Queue[Event]"]], request: Request) -> list[Job]:
     """The queued candidates once all are translated; the first failure (or the client leaving) cancels the rest."""
     try:
         for job, events in queued:
-            await finished(service, job, events, request)
+            await finished(job, events, request)
     finally:
         for job, _ in queued:
             if not job.ended:
-                service.engine.cancel(job)
+                job.engine.cancel(job)
     return [job for job, _ in queued]
 
 
-async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling
-                        ) -> tuple[Engine, Job, "asyncio.Queue[Event]"]:
+async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling) -> tuple[Job, "asyncio.Queue[Event]"]:
     """Quality "best", second half: the candidates fused segment by segment by the fusion model."""
-    fusion = service.fusion_engine()
     events: asyncio.Queue[Event] = asyncio.Queue()
-    job = await run_in_threadpool(fusion.submit_fusion, jobs, sampling, _listener(events))
-    return fusion, job, events
+    job = await run_in_threadpool(service.fusion_engine().submit_fusion, jobs, sampling, _listener(events))
+    return job, events
 
 
 async def run_best(service: Service, items: list[tuple[str, Language | None]], target: Language,
                    sampling: Sampling, options: Options, request: Request) -> Job:
-    jobs = await candidates_done(service, await queue_candidates(service, items, target, options), request)
-    fusion, job, events = await submit_fusion(service, jobs, sampling)
-    return await finished(service, job, events, request, fusion)
+    jobs = await candidates_done(await queue_candidates(service, items, target, options), request)
+    job, events = await submit_fusion(service, jobs, sampling)
+    return await finished(job, events, request)
 
 
-async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[Event]",
-                            request: Request, engine: Engine | None = None) -> AsyncIterator[Event]:
+async def events_until_done(job: Job, events: "asyncio.Queue[Event]", request: Request) -> AsyncIterator[Event]:
     """The job's events up to its one terminal event ("done" or "error"); a client that disconnects, or a
     consumer that stops early, has the job cancelled. Token events that queued up while the consumer was busy
     are merged into the latest one (a stream shows the text so far, not each token)."""
@@ -247,7 +249,7 @@ async def events_until_done(service: Service, job: Job, events: "asyncio.Queue[E
                 return
     finally:
         if not ended:
-            (engine or service.engine).cancel(job)
+            job.engine.cancel(job)
 
 
 async def run_to_end(service: Service, items: list[tuple[str, Language | None]], target: Language,
@@ -257,13 +259,12 @@ async def run_to_end(service: Service, items: list[tuple[str, Language | None]],
     if quality == "best":
         return await run_best(service, items, target, sampling, options, request)
     job, events = await submit(service, items, target, sampling, options=options)
-    return await finished(service, job, events, request)
+    return await finished(job, events, request)
 
 
-async def finished(service: Service, job: Job, events: "asyncio.Queue[Event]", request: Request,
-                   engine: Engine | None = None) -> Job:
+async def finished(job: Job, events: "asyncio.Queue[Event]", request: Request) -> Job:
     """The job once it has ended; its error raised."""
-    async for _ in events_until_done(service, job, events, request, engine):
+    async for _ in events_until_done(job, events, request):
         pass
     if job.error is not None:
         raise job.error

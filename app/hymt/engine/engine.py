@@ -78,6 +78,7 @@ class Job:
     error: HymtError | None = None
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
+    engine: "Engine | None" = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
 
     @property
     def num_segments(self) -> int:
@@ -199,7 +200,7 @@ class Engine:
         count = functools.cache(self.runner.count_tokens)
         max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
         documents = [segment.split(text, count, max_tokens, src.code if src else "en") for text, src in items]
-        job = Job(id=next(self._ids), target=target, documents=documents,
+        job = Job(id=next(self._ids), engine=self, target=target, documents=documents,
                   refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
                   listener=listener, stream=stream)
         job.results = [None] * job.num_segments
@@ -230,7 +231,7 @@ class Engine:
         glossary misses are reported, not retried. A segment whose prompt would not leave its output budget keeps
         its greedy candidate (the first), counted in the job's flags as unfused."""
         first = candidates[0]
-        job = Job(id=next(self._ids), target=first.target, documents=first.documents, refs=first.refs,
+        job = Job(id=next(self._ids), engine=self, target=first.target, documents=first.documents, refs=first.refs,
                   listener=listener, sources=first.sources, terms=first.terms, retry_terms=False)
         job.results = [None] * job.num_segments
         for n, (d, s) in enumerate(job.refs):
@@ -419,7 +420,7 @@ class Engine:
         self.admission.observe_finished(seq.max_new_tokens, len(seq.output_ids))
         job, source_text = seq.payload
         cleaned = cleanup.clean(source_text, self.decode(seq.output_ids))
-        missed = glossary.missing(job.terms[seq.index], cleaned.text) if job.terms else []
+        missed = glossary.missing(job.terms[seq.index], cleaned.text) if job.terms and job.terms[seq.index] else []
         if missed and job.retry_terms and seq.index not in job.retried and self._retry(job, seq):
             return
         if missed:
