@@ -177,7 +177,6 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     from tqdm import tqdm
 
     from . import detect, documents, prompts
-    from .api.files import download_name
     from .documents.translate import translate_texts
 
     if args.input == "-":
@@ -194,7 +193,7 @@ def _translate_document(args, settings: Settings, source, target) -> int:
         found = detect.detect(prepared.sample())
         source = found.language if found else None
     output = args.output or os.path.join(os.path.dirname(args.input),
-                                         download_name(os.path.basename(args.input), ext, target.code))
+                                         documents.download_name(os.path.basename(args.input), ext, target.code))
     translations: list[str] = []
     if texts:
         engine = _start_engine(settings)

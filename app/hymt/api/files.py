@@ -74,14 +74,6 @@ class FileStore:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def download_name(uploaded: str, ext: str, target: str) -> str:
-    """The name offered for download: the upload's own base name, cleaned to safe characters, with the target
-    language before the extension."""
-    base = re.split(r"[\\/]", uploaded)[-1]
-    stem = re.sub(r"[^\w.\- ]", "_", base[:len(base) - len(ext)]).strip(" .")[:80] or "document"
-    return f"{stem}.{target}{ext}"
-
-
 @dataclass
 class _Upload:
     ext: str
@@ -108,7 +100,7 @@ async def _read_upload(request: Request, service: Service) -> _Upload:
     if source is None and prepared.texts:
         found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None
-    return _Upload(ext, download_name(upload.filename or "", ext, target.code), prepared, source, target)
+    return _Upload(ext, documents.download_name(upload.filename or "", ext, target.code), prepared, source, target)
 
 
 async def _store(request: Request, upload: _Upload, translations: list[str]) -> dict:

@@ -20,6 +20,7 @@ from ..languages import LANGUAGES, resolve
 from ..prompts import Sampling
 from . import parsing
 from .libre import detect_sources
+from .page import SSE_HEADERS
 from .service import Service, events_until_done, run_to_end, submit
 
 MODEL_NAME = "hunyuan-mt"
@@ -121,7 +122,7 @@ async def chat_completions(request: Request):
         (translated,) = job.texts()
         if stream:
             return StreamingResponse(_one_chunk(chunk, translated, job.glossary_report()),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+                                     media_type="text/event-stream", headers=SSE_HEADERS)
         tokens_in = service.engine.runner.count_tokens(text)
         tokens_out = job.tokens_out
         return JSONResponse({
@@ -152,7 +153,7 @@ async def chat_completions(request: Request):
         yield chunk({}, "stop", glossary=job.glossary_report())
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 

@@ -3,6 +3,7 @@ same format with the same structure. One module per format family; base.py holds
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from ..errors import BadRequest, HymtError, UnsupportedFormat
@@ -39,6 +40,14 @@ def extension(filename: str) -> str:
         shown = ext or "a file without an extension"
         raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)}")
     return ext
+
+
+def download_name(uploaded: str, ext: str, target: str) -> str:
+    """The name offered for download: the upload's own base name, cleaned to safe characters, with the target
+    language before the extension."""
+    base = re.split(r"[\\/]", uploaded)[-1]
+    stem = re.sub(r"[^\w.\- ]", "_", base[:len(base) - len(ext)]).strip(" .")[:80] or "document"
+    return f"{stem}.{target}{ext}"
 
 
 def media_type(ext: str) -> str:

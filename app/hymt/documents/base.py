@@ -73,13 +73,14 @@ class Result:
 def prepare(extraction: Extraction) -> Prepared:
     prepared = Prepared(extraction)
     for index, items in enumerate(extraction.segments):
-        if not any(ch.isalpha() for ch in inline.plain(items)):
+        words = inline.plain(items)
+        if not any(ch.isalpha() for ch in words):
             continue  # numbers, symbols, markup alone: nothing to translate
         encoded = inline.encode(items)
-        text, table = encoded if encoded else (inline.plain(items), None)
+        text, table = encoded if encoded else (words, None)
         core = text.strip()
         lead, trail = text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):]
-        prepared.sent.append(_Sent(index, lead, core, trail, table if encoded and table else None))
+        prepared.sent.append(_Sent(index, lead, core, trail, table or None))
     return prepared
 
 
