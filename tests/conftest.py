@@ -30,7 +30,7 @@ def cpu_settings(test_model) -> Settings:
 
 @pytest.fixture(scope="session")
 def engine(cpu_settings):
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.planning import decide
 
     eng = start(cpu_settings, decide(cpu_settings))

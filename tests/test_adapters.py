@@ -34,7 +34,7 @@ def manifest(test_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lora_engine(cpu_settings, manifest):
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.planning import decide
 
     settings = cpu_settings.replace(adapters=str(manifest))

@@ -2,6 +2,7 @@
 (mixed lengths, joining a running batch, chunked prefill, preempted and resumed), streaming, cancellation, and
 recovery from injected out-of-memory errors."""
 
+import math
 import threading
 import time
 
@@ -23,7 +24,7 @@ TEXTS = ["Hello world.", "How are you doing today, my dear friend? I hope all is
 @pytest.fixture(scope="module")
 def tight_engine(cpu_settings):
     """Few rows, small prefill steps: segments queue, join a running batch and are prefilled in chunks."""
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.planning import decide
 
     settings = cpu_settings.replace(max_in_flight=3, prefill_tokens=16, max_new_tokens=24)
@@ -73,7 +74,7 @@ def test_segments_joining_a_running_batch_match_generate(tight_engine):
 
 def test_preempted_and_resumed_segments_match_generate(tight_engine, monkeypatch):
     runner = tight_engine.runner
-    real, calls = runner.decode, {"n": 0}
+    real, calls = runner.launch, {"n": 0}
 
     def decode_with_oom(seqs):
         calls["n"] += 1
@@ -81,7 +82,7 @@ def test_preempted_and_resumed_segments_match_generate(tight_engine, monkeypatch
             raise torch.OutOfMemoryError("injected")
         return real(seqs)
 
-    monkeypatch.setattr(runner, "decode", decode_with_oom)
+    monkeypatch.setattr(runner, "launch", decode_with_oom)
     before = runner.stats.preemptions
     jobs = [tight_engine.submit([(t, EN)], resolve("ja"), GREEDY) for t in TEXTS]
     assert_like_generate(tight_engine, jobs)
@@ -166,7 +167,7 @@ def test_a_segment_out_of_memory_even_alone_fails_with_an_error(engine, monkeypa
     def always_oom(seqs):
         raise torch.OutOfMemoryError("injected")
 
-    monkeypatch.setattr(engine.runner, "decode", always_oom)
+    monkeypatch.setattr(engine.runner, "launch", always_oom)
     job = engine.submit([("Hello.", EN)], resolve("de"), GREEDY)
     with pytest.raises(GenerationError, match="even alone"):
         job.wait(60)
@@ -176,7 +177,7 @@ def test_a_segment_out_of_memory_even_alone_fails_with_an_error(engine, monkeypa
 
 
 def test_a_failing_step_ends_its_jobs_with_an_error_and_the_engine_goes_on(engine, monkeypatch):
-    monkeypatch.setattr(engine.runner, "decode", lambda seqs: 1 / 0)
+    monkeypatch.setattr(engine.runner, "launch", lambda seqs: 1 / 0)
     with pytest.raises(GenerationError, match="ZeroDivisionError"):
         engine.submit([("Hello.", EN)], resolve("de"), GREEDY).wait(60)
     monkeypatch.undo()
@@ -184,7 +185,7 @@ def test_a_failing_step_ends_its_jobs_with_an_error_and_the_engine_goes_on(engin
 
 
 def test_stopping_ends_pending_jobs_with_an_error(cpu_settings):
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.planning import decide
 
     eng = start(cpu_settings, decide(cpu_settings))
@@ -234,20 +235,33 @@ def test_padded_decoding_attention_equals_per_segment_attention(engine):
 
 def test_sampler_mixes_greedy_and_sampled_rows_and_holds_back_the_stop_token():
     sampler = Sampler(4, 10, stop_ids=[9], device=torch.device("cpu"))
-    for row in range(4):
-        sampler.reset_row(row, [0])
+    rows = [(GREEDY, 0), (Sampling(top_k=1), 0), (GREEDY, 1), (Sampling(top_k=1), 1)]  # (settings, min_new_tokens)
+    for row, (sampling, min_new) in enumerate(rows):
+        sampler.admit(row, sampling, min_new, 0, [0])
     logits = torch.tensor([[0.0] * 9 + [5.0]] * 4)
     logits[:, 3] = 4.0
-    tokens = sampler.sample(logits, [0, 1, 2, 3], [GREEDY, Sampling(top_k=1), GREEDY, Sampling(top_k=1)],
-                            [False, False, True, True])
-    assert tokens.tolist() == [9, 9, 3, 3]
+    index = torch.arange(4)
+    assert sampler.sample(logits, index, sampler.top_k_bound([0, 1, 2, 3])).tolist() == [9, 9, 3, 3]
     assert sampler.seen[2, 3] and not sampler.seen[2, 5]
-    sampler.reset_row(0, [1])  # token 1 was seen: the 1.05 penalty takes it below an unseen token 0
-    assert sampler.sample(torch.tensor([[2.0, 2.05] + [0.0] * 8]), [0], [GREEDY], [False]).tolist() == [0]
+    assert sampler.ints[2].tolist() == [1, 1, 1, 1]  # each row counted its token: min_new_tokens 1 is met
+    assert sampler.sample(logits, index, sampler.top_k_bound([0, 1, 2, 3])).tolist() == [9, 9, 9, 9]
+    sampler.admit(0, GREEDY, 0, 0, [1])  # token 1 was seen: the 1.05 penalty takes it below an unseen token 0
+    assert sampler.sample(torch.tensor([[2.0, 2.05] + [0.0] * 8]), index[:1], 10).tolist() == [0]
+
+
+def test_sampled_rows_draw_in_proportion_to_the_filtered_probabilities():
+    torch.manual_seed(0)
+    sampler = Sampler(1, 4, stop_ids=[3], device=torch.device("cpu"))
+    # Temperature 1, top-k 2 keeps tokens 0 and 1 (probabilities 3/4 and 1/4 between them), top-p 1 keeps both.
+    sampler.admit(0, Sampling(temperature=1.0, top_k=2, top_p=1.0, repetition_penalty=1.0), 0, 0, [3])
+    logits = torch.tensor([[math.log(3.0), 0.0, -1.0, -5.0]])
+    draws = [sampler.sample(logits, torch.tensor([0]), 2).item() for _ in range(4000)]
+    assert set(draws) == {0, 1}
+    assert 0.72 < draws.count(0) / len(draws) < 0.78
 
 
 def test_one_segment_in_flight_serves_them_one_by_one(cpu_settings):
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.planning import decide
 
     settings = cpu_settings.replace(max_in_flight=1, max_new_tokens=6)

@@ -15,7 +15,7 @@ EN, DE = resolve("en"), resolve("de")
 
 def test_a_job_cancelled_during_its_step_leaves_the_others_whole(engine, monkeypatch):
     expected = engine.submit([("Keep translating me.", EN)], DE, GREEDY).wait(60)
-    real, victim = engine.runner.decode, {}
+    real, victim = engine.runner.launch, {}
 
     def decode_while_a_client_leaves(seqs):
         # The client of one job in this very step disconnects: its rows must stay valid until the step is over.
@@ -23,7 +23,7 @@ def test_a_job_cancelled_during_its_step_leaves_the_others_whole(engine, monkeyp
             engine.cancel(victim["job"])
         return real(seqs)
 
-    monkeypatch.setattr(engine.runner, "decode", decode_while_a_client_leaves)
+    monkeypatch.setattr(engine.runner, "launch", decode_while_a_client_leaves)
     keep = engine.submit([("Keep translating me.", EN)], DE, GREEDY)
     victim["job"] = engine.submit([("This one is cancelled. " * 3, EN)], DE, GREEDY)
     assert keep.wait(60) == expected

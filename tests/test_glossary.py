@@ -81,7 +81,7 @@ def _prompts(engine, job) -> list[str]:
 
 @pytest.fixture(scope="module")
 def hy_mt15_engine(family_model, tmp_path_factory):
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.planning import decide
     from hymt.settings import Settings
 
@@ -95,7 +95,7 @@ def hy_mt15_engine(family_model, tmp_path_factory):
 
 
 def test_hy_mt15_document_gets_context_and_terms(hy_mt15_engine):
-    from hymt.engine.engine import Options
+    from hymt.engine.jobs import Options
     from hymt.prompts import Sampling
 
     text = "The first sentence.\nThe GPU is fast.\nIts driver is new.\nThe end."
@@ -118,7 +118,7 @@ def test_hy_mt15_document_gets_context_and_terms(hy_mt15_engine):
 
 
 def test_context_stays_within_its_token_budget_and_can_be_turned_off(hy_mt15_engine):
-    from hymt.engine.engine import Options
+    from hymt.engine.jobs import Options
     from hymt.prompts import Sampling
 
     text = "\n".join(f"Sentence number {n} of a long document with many words in it." for n in range(40))
@@ -135,7 +135,7 @@ def test_context_stays_within_its_token_budget_and_can_be_turned_off(hy_mt15_eng
 
 
 def test_hunyuan_mt_7b_has_no_context_and_its_own_terminology_prompt(engine):
-    from hymt.engine.engine import Options
+    from hymt.engine.jobs import Options
     from hymt.prompts import Sampling
 
     job = engine.submit([("First line.\nThe GPU.", EN)], ZH, Sampling(greedy=True),

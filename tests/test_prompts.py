@@ -3,7 +3,7 @@ from transformers import AutoTokenizer
 import pytest
 
 from hymt import prompts
-from hymt.engine.engine import Options
+from hymt.engine.jobs import Options
 from hymt.family import HY_MT15_7B
 from hymt.languages import resolve
 

@@ -156,7 +156,7 @@ def _translate(args, settings: Settings) -> int:
 
 
 def _start_engine(settings: Settings):
-    from .engine import engine as engine_mod
+    from .engine import startup as engine_mod
     from .hardware import apply_memory_cap
     from .planning import decide
 

@@ -15,7 +15,9 @@ from typing import AsyncIterator, Callable
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..engine.engine import Engine, Event, Job, Options, start
+from ..engine.engine import Engine
+from ..engine.jobs import Event, Job, Options
+from ..engine.startup import start
 from ..errors import HymtError, NotReady
 from ..hardware import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language

@@ -8,7 +8,7 @@ import threading
 from collections import Counter
 from typing import Callable
 
-from ..engine.engine import Options
+from ..engine.jobs import Options
 from ..errors import Cancelled, Overloaded
 from ..languages import Language
 from ..prompts import Sampling

@@ -1,10 +1,14 @@
 """Runs the scheduler's steps on the model: a prefill step (packed prompt chunks, and one token of each segment
-riding along, eager) or a decoding step (one token per segment in flight), then per-row sampling.
+riding along, eager) or a decoding step (one token per segment in flight), each with its per-row sampling.
 
-On a GPU a decoding step replays a CUDA graph captured for the smallest batch-size bucket that holds the batch
-(padding rows write to and read from the arena's reserved first row), so the hundreds of kernels of a 7B step are
-launched at once instead of one by one from Python. Graphs are captured at start-up, largest first, in one shared
-memory pool; capturing them is also the proof that decoding at every batch size fits in memory.
+Each runner row's decoding state (its last token, its position, where its KV range starts) lives on the device,
+written when a prefill step samples it and advanced by every decoding step itself. So a decoding step needs
+nothing from the host but which rows it runs, and that only when the batch changed: on a GPU it is one CUDA graph
+replay, captured for the smallest batch-size bucket that holds the batch, with the whole step in it (the forward,
+the sampling, the state's advance; padding rows read and write the arena's reserved first row), and one small copy
+of the sampled tokens back to the host. `launch` returns at once and `collect` waits for the tokens, so the engine
+prepares step N+1 while the GPU runs step N. Graphs are captured at start-up, largest first, in one shared memory
+pool; capturing them is also the proof that decoding at every batch size fits in memory.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from ..prompts import Sampling
 from .kvcache import KVArena
 from .loader import Loaded
 from .model import Batch, Decoder
-from .sampler import Sampler
+from .sampler import CAPTURED_TOP_K, Sampler
 from .scheduler import Chunk, Sequence
 
 log = logging.getLogger("hymt.runner")
@@ -58,6 +62,17 @@ def attention_kind(device: torch.device, dtype: torch.dtype) -> str:
     return "dense"
 
 
+@dataclass
+class Launched:
+    """A decoding step on its way: its segments, and where its tokens land on the host."""
+
+    seqs: list[Sequence]
+    host: torch.Tensor
+    done: torch.cuda.Event | None
+    started: float
+    tokens: list[int] | None = None  # known at once where the step ran synchronously
+
+
 class ModelRunner:
     def __init__(self, loaded: Loaded, plan: RunnerPlan):
         self.loaded = loaded
@@ -72,18 +87,26 @@ class ModelRunner:
         self.arena = KVArena(config.num_hidden_layers, plan.kv_tokens, config.num_key_value_heads, head_dim,
                              plan.kv_cache, dtype, self.device)
         self.decoder = Decoder(model, self.arena, self.attention, plan.compiled, plan.max_seq_tokens)
-        self.sampler = Sampler(plan.max_in_flight, config.vocab_size, loaded.stop_ids, self.device)
+        # One row more than segments in flight: the padding row of a captured batch.
+        self.pad_row = plan.max_in_flight
+        rows = plan.max_in_flight + 1
+        self.sampler = Sampler(rows, config.vocab_size, loaded.stop_ids, self.device)
         self.stats = RunnerStats()
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.graph_error: str | None = None
         self.buckets = [b for b in BUCKETS if b < plan.max_in_flight] + [plan.max_in_flight]
-        rows = plan.max_in_flight + 1
-        # Decoding inputs, one column per row: token, position, arena row written, range start, cached length.
-        self._host = torch.zeros((5, rows), dtype=torch.long, pin_memory=self.device.type == "cuda")
-        self._inputs = torch.zeros((5, rows), dtype=torch.long, device=self.device)
-        # A padding row: token 0 at position 0, written to and read from the arena's reserved first row.
-        self._padding = torch.tensor([[0], [0], [0], [0], [1]], dtype=torch.long)
-        self._arange = torch.arange(rows, device=self.device)
+        # Per row on the device: last token, position (tokens cached), first arena row of its range.
+        self.state = torch.zeros((3, rows), dtype=torch.long, device=self.device)
+        self._index = torch.full((rows,), self.pad_row, dtype=torch.long, device=self.device)  # a step's rows
+        self._arange = torch.arange(rows + 1, device=self.device)
+        pinned = self.device.type == "cuda"
+        # Two of each host buffer: one for the step on the GPU, one for the step being prepared.
+        self._index_host = [torch.zeros(rows, dtype=torch.long, pin_memory=pinned) for _ in range(2)]
+        self._tokens_host = [torch.zeros(rows, dtype=torch.long, pin_memory=pinned) for _ in range(2)]
+        self._events = [torch.cuda.Event() for _ in range(2)] if pinned else [None, None]
+        self._parity = 0
+        self._batch: tuple | None = None  # the (bucket, rows) the index buffer holds
+        self._last_collect = 0.0
         # A PEFT model starts with its first adapter active (LoRA wrappers read it at every call).
         self._adapter = model.active_adapter if hasattr(model, "peft_config") else None
 
@@ -109,14 +132,15 @@ class ModelRunner:
     @torch.inference_mode()
     def prefill(self, chunks: list[Chunk]) -> list[int | None]:
         """Run prompt chunks (and riding decoding rows); the next token for each chunk that ends its sequence, None
-        for the others."""
+        for the others. The rows that sampled carry their new state on the device from here on."""
         started = time.perf_counter()
         self._use_adapter(chunks[0].seq.adapter)
         ids, positions, write_index, query_starts, spans = [], [], [], [0], []
         for chunk in chunks:
             seq = chunk.seq
             if chunk.start == 0:
-                self.sampler.reset_row(seq.row, seq.prompt_ids + seq.output_ids)
+                self.sampler.admit(seq.row, seq.sampling, seq.min_new_tokens, len(seq.output_ids),
+                                   seq.prompt_ids + seq.output_ids)
             span = range(chunk.start, chunk.start + chunk.length)
             ids += [seq.token(p) for p in span]
             positions += span
@@ -135,68 +159,103 @@ class ModelRunner:
         logits = self.decoder.forward(batch)
         tokens: list[int | None] = [None] * len(chunks)
         if sampling:
-            sampled = self._sample(logits, [c.seq for _, c in sampling])
-            for (i, _), token in zip(sampling, sampled):
+            seqs = [c.seq for _, c in sampling]
+            rows = [s.row for s in seqs]
+            index = self._tensor(rows)
+            sampled = self.sampler.sample(logits, index, self.sampler.top_k_bound(rows))
+            ends = [c.start + c.length for _, c in sampling]
+            self.state[:, index] = torch.stack([sampled, self._tensor(ends), self._tensor([s.kv_start for s in seqs])])
+            for (i, _), token in zip(sampling, sampled.tolist()):
                 tokens[i] = token
+            self.stats.tokens_out += len(sampling)
         self.stats.steps["prefill"] += 1
         self.stats.tokens_in += sum(c.length for c in chunks if not c.decoding)
         self.stats.step_s["prefill"] += time.perf_counter() - started
         return tokens
 
     @torch.inference_mode()
-    def decode(self, seqs: list[Sequence]) -> list[int]:
-        """One token for each segment, feeding each its last token."""
+    def launch(self, seqs: list[Sequence]) -> Launched:
+        """Start a decoding step (one token for each segment, from the state its rows hold) and return without
+        waiting for it, where its batch can run as a captured graph; otherwise run it now."""
         started = time.perf_counter()
         self._use_adapter(seqs[0].adapter)
-        n = len(seqs)
-        columns = [[s.token(s.num_cached) for s in seqs], [s.num_cached for s in seqs],
-                   [s.kv_start + s.num_cached for s in seqs], [s.kv_start for s in seqs],
-                   [s.num_cached + 1 for s in seqs]]
-        if self.device.type == "cpu":
-            logits = self.decoder.forward(self._cpu_decode_batch(columns))
+        rows = [s.row for s in seqs]
+        n = len(rows)
+        if self.device.type == "cpu":  # from the same device state, so the engine's overlap runs here too
+            index = self._tensor(rows)
+            logits = self.decoder.forward(self._cpu_decode_batch(index))
+            tokens = self._advance_rows(logits, index, self.sampler.top_k_bound(rows))
+            return Launched(seqs, tokens, None, started, tokens.tolist())
+        captured = bool(self.graphs) and self.sampler.capturable(rows)
+        bucket = next(b for b in self.buckets if b >= n) if captured else n
+        parity, self._parity = self._parity, 1 - self._parity
+        if self._batch != (bucket, tuple(rows)):
+            staged = self._index_host[parity]
+            staged[:n] = torch.tensor(rows)
+            staged[n:bucket] = self.pad_row
+            self._index[:bucket].copy_(staged[:bucket], non_blocking=True)
+            self._batch = (bucket, tuple(rows))
+        if captured:
+            graph, output = self.graphs[bucket]
+            graph.replay()
         else:
-            rows = next((b for b in self.buckets if b >= n), n) if self.graphs else n
-            self._host[:, :rows] = self._padding
-            self._host[:, :n] = torch.tensor(columns, dtype=torch.long)
-            self._inputs[:, :rows].copy_(self._host[:, :rows], non_blocking=True)
-            if rows in self.graphs:
-                graph, output = self.graphs[rows]
-                graph.replay()
-                logits = output[:n]
-            else:
-                logits = self._decode_rows(rows)[:n]
-        tokens = self._sample(logits, seqs)
-        self.stats.steps["decode"] += 1
-        self.stats.max_in_flight_seen = max(self.stats.max_in_flight_seen, n)
-        self.stats.step_s["decode"] += time.perf_counter() - started
-        return tokens
+            output = self._decode_rows(bucket, self.sampler.top_k_bound(rows))
+        host = self._tokens_host[parity]
+        host[:bucket].copy_(output[:bucket], non_blocking=True)
+        self._events[parity].record()
+        return Launched(seqs, host, self._events[parity], started)
 
-    def _sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
-        tokens = self.sampler.sample(logits, [s.row for s in seqs], [s.sampling for s in seqs],
-                                     [len(s.output_ids) < s.min_new_tokens for s in seqs]).tolist()
-        self.stats.tokens_out += len(tokens)
+    def collect(self, launched: Launched) -> list[int]:
+        """The tokens of a launched decoding step, once the GPU has them."""
+        if launched.tokens is None:
+            launched.done.synchronize()
+            launched.tokens = launched.host[:len(launched.seqs)].tolist()
+        now = time.perf_counter()
+        self.stats.steps["decode"] += 1
+        self.stats.tokens_out += len(launched.tokens)
+        self.stats.max_in_flight_seen = max(self.stats.max_in_flight_seen, len(launched.seqs))
+        self.stats.step_s["decode"] += now - max(launched.started, self._last_collect)
+        self._last_collect = now
+        return launched.tokens
+
+    def decode(self, seqs: list[Sequence]) -> list[int]:
+        """One decoding step, waited for."""
+        return self.collect(self.launch(seqs))
+
+    def _advance_rows(self, logits: torch.Tensor, index: torch.Tensor, top_k_bound: int) -> torch.Tensor:
+        """Sample each row's next token and advance its state: the next step feeds it at the next position."""
+        tokens = self.sampler.sample(logits, index, top_k_bound)
+        self.state[0, index] = tokens
+        self.state[1, index] += 1
         return tokens
 
     def _tensor(self, values: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
         return torch.tensor(values, dtype=dtype, device=self.device)
 
-    def _cpu_decode_batch(self, columns: list[list[int]]) -> Batch:
-        n = len(columns[0])
-        return Batch(input_ids=self._tensor(columns[0]), positions=self._tensor(columns[1]),
-                     write_index=self._tensor(columns[2]), query_starts=self._arange[:n + 1].int(),
-                     kv_starts=self._tensor(columns[3] + [0], torch.int32),
-                     kv_lengths=self._tensor(columns[4], torch.int32), logits_index=self._arange[:n],
-                     max_query=1, max_kv=max(columns[4]),
-                     spans=[(i, 1, columns[3][i], columns[4][i]) for i in range(n)])
+    def _cpu_decode_batch(self, index: torch.Tensor) -> Batch:
+        """The CPU's decoding batch, with the per-segment spans its exact attention calls need."""
+        n = index.shape[0]
+        tokens, positions, starts = self.state[:, index]
+        spans = [(i, 1, start, position + 1) for i, (start, position) in enumerate(zip(starts.tolist(),
+                                                                                      positions.tolist()))]
+        return Batch(input_ids=tokens, positions=positions, write_index=starts + positions,
+                     query_starts=self._arange[:n + 1].int(), kv_starts=torch.cat([starts, starts[:1]]).int(),
+                     kv_lengths=(positions + 1).int(), logits_index=self._arange[:n], max_query=1,
+                     max_kv=max(span[3] for span in spans), spans=spans)
 
-    def _decode_rows(self, rows: int) -> torch.Tensor:
-        """The decoding forward over the first `rows` columns of the input buffer: fixed shapes, graph-capturable."""
-        inputs = self._inputs
-        return self.decoder.forward(Batch(
-            input_ids=inputs[0, :rows], positions=inputs[1, :rows], write_index=inputs[2, :rows],
-            query_starts=self._arange[:rows + 1].int(), kv_starts=inputs[3, :rows + 1].int(),
-            kv_lengths=inputs[4, :rows].int(), logits_index=self._arange[:rows], max_query=1,
+    def _decode_rows(self, rows: int, top_k_bound: int) -> torch.Tensor:
+        """The whole decoding step over the first `rows` entries of the index buffer, from the rows' device state:
+        the forward, the sampling, the state's advance; fixed shapes, graph-capturable. The sampled tokens [rows]."""
+        index = self._index[:rows]
+        tokens, positions, starts = self.state[:, index]
+        logits = self.decoder.forward(Batch(
+            input_ids=tokens, positions=positions, write_index=starts + positions,
+            query_starts=self._arange[:rows + 1].int(), kv_starts=torch.cat([starts, starts[:1]]).int(),
+            kv_lengths=(positions + 1).int(), logits_index=self._arange[:rows], max_query=1,
             max_kv=self.plan.max_seq_tokens))
+        sampled = self._advance_rows(logits, index, top_k_bound)
+        self.state[:, self.pad_row] = 0  # padding rows keep reading and writing the arena's reserved row
+        return sampled
 
     # -- start-up ----------------------------------------------------------------------------------------------
     def capture_graphs(self) -> float:
@@ -220,14 +279,14 @@ class ModelRunner:
     @torch.inference_mode()
     def _capture(self) -> None:
         pool = None
+        self._index.fill_(self.pad_row)  # every row of the capture is padding
+        self._batch = None
         for rows in sorted(self.buckets, reverse=True):
-            self._inputs.zero_()
-            self._inputs[4] = 1
-            self._decode_rows(rows)  # compiles the fused functions for this shape, outside the capture
+            self._decode_rows(rows, CAPTURED_TOP_K)  # compiles the fused functions for this shape, outside the capture
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
-                output = self._decode_rows(rows)
+                output = self._decode_rows(rows, CAPTURED_TOP_K)
             pool = graph.pool()
             self.graphs[rows] = (graph, output)
 
@@ -251,7 +310,7 @@ class ModelRunner:
         rows = plan.max_in_flight if self.device.type == "cuda" else min(2, plan.max_in_flight)
         with torch.inference_mode():
             logits = torch.randn(rows, self.loaded.config.vocab_size, device=self.device)
-            self.sampler.sample(logits, list(range(rows)), [Sampling()] * rows, [True] * rows)
+            self.sampler.sample(logits, self._arange[:rows], CAPTURED_TOP_K)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.stats = RunnerStats()

@@ -3,8 +3,12 @@ top-k, top-p and repetition penalty, in the order and with the arithmetic of tra
 penalty, end-of-sequence suppression before `min_new_tokens`, temperature, top-k, top-p), so that greedy rows pick
 exactly the token `generate` picks.
 
-The repetition penalty needs every token a segment has seen (prompt and output): one bit per vocabulary entry per
-row of the runner, set when a segment is prefilled and as it generates.
+Every setting lives on the device, one column per runner row, written when a segment is admitted; so does what
+the repetition penalty needs (one bit per vocabulary entry per row, set for the prompt at admission and for each
+token as it is sampled) and how many tokens each row has generated (for `min_new_tokens`). Sampling reads them by
+row index alone, with no host value in the way, which is what lets a decoding step capture it in its CUDA graph.
+The draw itself is the exponential race (argmax of p / E with E ~ Exp(1), which picks token i with probability
+p_i): one kernel, no host synchronisation, unlike `torch.multinomial`.
 """
 
 from __future__ import annotations
@@ -13,55 +17,70 @@ import torch
 
 from ..prompts import Sampling
 
+# Top-k beyond this (or none) cannot be captured with a fixed shape; such rows sample in an uncaptured step.
+CAPTURED_TOP_K = 128
+
 
 class Sampler:
     def __init__(self, num_rows: int, vocab_size: int, stop_ids: list[int], device: torch.device):
         self.device = device
+        self.vocab_size = vocab_size
         self.seen = torch.zeros(num_rows, vocab_size, dtype=torch.bool, device=device)
         # The vocabulary entries that end a segment, as a mask: built once, not at every step that suppresses them.
         self.stop_mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
         self.stop_mask[stop_ids] = True
+        # Per row: temperature, top-p, repetition penalty, greedy (0/1); top-k, min_new_tokens, tokens generated.
+        self.floats = torch.ones(4, num_rows, dtype=torch.float32, device=device)
+        self.ints = torch.zeros(3, num_rows, dtype=torch.long, device=device)
+        self.top_k = [0] * num_rows  # the host's copy, to tell whether a batch can be captured
+        self._true = torch.ones((), dtype=torch.bool, device=device)  # a device value: capture copies no host one
 
-    def reset_row(self, row: int, token_ids: list[int]) -> None:
+    def admit(self, row: int, sampling: Sampling, min_new_tokens: int, generated: int, token_ids: list[int]) -> None:
+        """A segment takes the row: its settings, and the tokens it has seen (prompt and what it generated)."""
+        top_k = min(sampling.top_k, self.vocab_size) if sampling.top_k > 0 else self.vocab_size
+        self.top_k[row] = top_k
+        temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+        self.floats[:, row] = torch.tensor([temperature, sampling.top_p, sampling.repetition_penalty,
+                                            float(sampling.greedy)])
+        self.ints[:, row] = torch.tensor([top_k, min_new_tokens, generated])
         self.seen[row].zero_()
         self.seen[row, torch.tensor(token_ids, device=self.device)] = True
 
-    def sample(self, logits: torch.Tensor, rows: list[int], settings: list[Sampling],
-               suppress_stop: list[bool]) -> torch.Tensor:
-        """logits [n, vocab] (any float dtype) -> next token per row [n], marked as seen for its row."""
+    def capturable(self, rows: list[int]) -> bool:
+        return all(self.top_k[r] <= CAPTURED_TOP_K for r in rows)
+
+    def top_k_bound(self, rows: list[int]) -> int:
+        """The top-k width a batch needs: fixed when captured, the largest of its rows otherwise."""
+        return CAPTURED_TOP_K if self.capturable(rows) else max(self.top_k[r] for r in rows)
+
+    def sample(self, logits: torch.Tensor, index: torch.Tensor, top_k_bound: int) -> torch.Tensor:
+        """logits [n, vocab] (any float dtype), index [n] (the rows) -> next token per row [n], marked as seen for
+        its row and counted as generated. No host synchronisation: capturable."""
         scores = logits.float()
-        index = torch.tensor(rows, device=self.device)
-        seen = self.seen.index_select(0, index)
-        penalty = self._column([s.repetition_penalty for s in settings])
+        temperature, top_p, penalty, greedy = self.floats[:, index]
+        top_k, min_new, generated = self.ints[:, index]
+        penalty = penalty[:, None]
         penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
-        scores = torch.where(seen, penalized, scores)
-        if any(suppress_stop):
-            mask = torch.tensor(suppress_stop, device=self.device)[:, None] & self.stop_mask[None, :]
-            scores = scores.masked_fill(mask, float("-inf"))
-        tokens = scores.argmax(dim=-1)
-        if not all(s.greedy for s in settings):
-            sampled = self._sample(scores, settings)
-            greedy = torch.tensor([s.greedy for s in settings], device=self.device)
-            tokens = torch.where(greedy, tokens, sampled)
-        self.seen[index, tokens] = True
+        scores = torch.where(self.seen.index_select(0, index), penalized, scores)
+        suppress = (generated < min_new)[:, None] & self.stop_mask[None, :]
+        scores = scores.masked_fill(suppress, float("-inf"))
+        tokens = torch.where(greedy > 0, scores.argmax(dim=-1), self._draw(scores, temperature, top_k, top_p,
+                                                                           top_k_bound))
+        self.seen.index_put_((index, tokens), self._true)
+        self.ints[2, index] = generated + 1
         return tokens
 
-    def _column(self, values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.float32, device=self.device)[:, None]
-
-    def _sample(self, scores: torch.Tensor, settings: list[Sampling]) -> torch.Tensor:
-        # Greedy rows are sampled too (and then ignored): one code path for the batch.
-        scores = scores / self._column([s.temperature if s.temperature > 0 else 1.0 for s in settings])
-        top_k = [min(s.top_k, scores.shape[1]) if s.top_k > 0 else scores.shape[1] for s in settings]
-        values, indices = scores.topk(max(top_k), dim=-1)  # sorted, largest first
-        beyond_k = torch.arange(values.shape[1], device=self.device)[None, :] >= \
-            torch.tensor(top_k, device=self.device)[:, None]
+    def _draw(self, scores: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+              bound: int) -> torch.Tensor:
+        # Greedy rows are drawn too (and then ignored): one code path for the batch.
+        scores = scores / temperature[:, None]
+        values, indices = scores.topk(min(bound, scores.shape[1]), dim=-1)  # sorted, largest first
+        beyond_k = torch.arange(values.shape[1], device=self.device)[None, :] >= top_k[:, None]
         values = values.masked_fill(beyond_k, float("-inf"))
         # Top-p: drop a token once the tokens ranked above it already hold `top_p` of the mass (keep the first).
         probs = values.softmax(dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs
-        beyond_p = mass_before >= self._column([s.top_p for s in settings])
+        beyond_p = (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
         beyond_p[:, 0] = False
         probs = values.masked_fill(beyond_p, float("-inf")).softmax(dim=-1)
-        choice = torch.multinomial(probs, 1)
+        choice = (probs / torch.empty_like(probs).exponential_()).argmax(dim=-1, keepdim=True)
         return indices.gather(1, choice).squeeze(1)

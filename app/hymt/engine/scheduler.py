@@ -164,6 +164,17 @@ class Scheduler:
             return Step("decode", seqs=ready)
         return None
 
+    def wants_prefill(self) -> bool:
+        """Whether the next step may prefill: a segment admitted and waiting for it, or one waiting with a row free."""
+        return any(s.needs_prefill for s in self.running) or (bool(self.waiting)
+                                                               and len(self.running) < self.max_in_flight)
+
+    def refresh_riders(self, step: Step) -> None:
+        """A prefill step's decoding riders as they are now (a decoding step finished since it was scheduled)."""
+        chunks = [c for c in step.chunks if not c.decoding]
+        step.chunks = chunks + [Chunk(c.seq, c.seq.num_cached, 1, decoding=True) for c in step.chunks
+                                if c.decoding and c.seq.state is State.RUNNING]
+
     def _prefill_due(self, pending: list[Sequence], ready: list[Sequence]) -> bool:
         """Whether newcomers have gathered long enough: waiting longer would bring no more of them into one step."""
         return (self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)

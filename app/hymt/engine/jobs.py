@@ -1,0 +1,148 @@
+"""What a request becomes inside the engine, without torch: a Job (one request's texts, split into segments), the
+Events its listener hears, and the per-request Options. The API, the CLI and the documents read and build these;
+only the engine runs them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from .. import cleanup, segment
+from ..errors import Cancelled, HymtError
+from ..glossary import Term
+from ..languages import Language
+from .scheduler import Sequence
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass
+class Event:
+    kind: str  # "token" (streaming jobs only), "segment", "done" or "error"
+    job: "Job"
+    index: int = -1
+    num_done: int = 0  # segments finished when the event was sent
+    error: HymtError | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-request translation options beside the languages and decoding settings."""
+
+    glossary: tuple[Term, ...] = ()  # the request's own entries; the server's glossaries are added after them
+    context: bool = True  # the preceding segments as context, where the model has a context prompt
+    max_segment_tokens: int | None = None  # shorter segments than the setting's (quality best: fusion prompts fit)
+    formatted: bool = False  # the texts carry inline markup markers (documents) that the translation must keep
+
+
+@dataclass(eq=False)
+class Job:
+    id: int
+    target: Language
+    documents: list[segment.Document]
+    refs: list[tuple[int, int]]  # segment number -> (document, segment within it)
+    listener: Callable[[Event], None] | None = None
+    stream: bool = False  # whether the listener hears every token
+    sequences: list[Sequence] = field(default_factory=list)
+    results: list[cleanup.Cleaned | None] = field(default_factory=list)
+    sources: list[Language | None] = field(default_factory=list)  # per segment
+    terms: list[list[Term]] = field(default_factory=list)  # per segment: the glossary entries occurring in it
+    misses: dict[int, list[Term]] = field(default_factory=dict)  # segment -> entries its translation lacks
+    retried: set[int] = field(default_factory=set)  # segments translated again after a missed term
+    retry_terms: bool = True
+    unfused: set[int] = field(default_factory=set)  # quality best: segments whose fusion prompt did not fit
+    error: HymtError | None = None
+    ended: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    engine: "Engine | None" = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
+    partials: dict[int, "IncrementalText"] = field(default_factory=dict, repr=False)  # streamed segments' text
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.refs)
+
+    @property
+    def num_done(self) -> int:
+        return sum(r is not None for r in self.results)
+
+    @property
+    def cancelled(self) -> bool:
+        return isinstance(self.error, Cancelled)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(len(s.output_ids) for s in self.sequences)
+
+    def texts(self) -> list[str]:
+        """The translated documents, each put back together around its segments (complete jobs only)."""
+        per_doc: list[list[str]] = [[""] * len(d.segments) for d in self.documents]
+        for (d, s), result in zip(self.refs, self.results):
+            per_doc[d][s] = result.text if result else ""
+        return [doc.join(parts) for doc, parts in zip(self.documents, per_doc)]
+
+    def settled_texts(self, decode: Callable[[list[int]], str] | None = None) -> list[str]:
+        """Each document translated up to its first unfinished segment: what a stream can show so far. With
+        `decode`, that segment's text generated so far is shown too, unless glossary terms apply to it (a missed
+        term has it translated again, and a stream cannot take back what it showed)."""
+        per_doc: list[list[str | None]] = [[None] * len(d.segments) for d in self.documents]
+        open_docs: set[int] = set()
+        for n, ((d, s), result) in enumerate(zip(self.refs, self.results)):
+            if d in open_docs:
+                continue
+            if result is not None:
+                per_doc[d][s] = result.text
+                continue
+            open_docs.add(d)
+            if decode is not None and not (self.retry_terms and self.terms and self.terms[n]):
+                text = self.partials.setdefault(n, IncrementalText()).update(list(self.sequences[n].output_ids),
+                                                                             decode)
+                per_doc[d][s] = cleanup.partial(text)
+        return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
+
+    def flags(self) -> dict:
+        finished = [r for r in self.results if r is not None]
+        flags = {"echo_segments": sum(r.echo for r in finished),
+                 "loop_cut_segments": sum(r.loop_cut for r in finished)}
+        if self.unfused:
+            flags["unfused_segments"] = len(self.unfused)
+        return flags
+
+    def glossary_report(self) -> dict | None:
+        """Per segment, the glossary entries its translation lacks (after the retry); None when no entry applied."""
+        applied = sum(len(t) for t in self.terms)
+        if not applied:
+            return None
+        misses = [{"document": self.refs[n][0], "segment": self.refs[n][1], "retried": n in self.retried,
+                   "missing": [t.to_json() for t in terms]} for n, terms in sorted(self.misses.items())]
+        return {"terms_applied": applied, "segments_with_terms": sum(bool(t) for t in self.terms), "misses": misses}
+
+    def wait(self, timeout: float | None = None) -> list[str]:
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"job {self.id} not done after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return self.texts()
+
+
+class IncrementalText:
+    """A segment's text as its tokens arrive: each update decodes the last few tokens, not the whole output again.
+    Text is taken only once it no longer ends in a partial character (a byte-level token can split one)."""
+
+    def __init__(self):
+        self.text = ""
+        self._prefix = 0  # the tokens before this one are in `text`, and decoded alone they end cleanly
+        self._read = 0
+
+    def update(self, token_ids: list[int], decode: Callable[[list[int]], str]) -> str:
+        if len(token_ids) < self._read:  # the segment was translated again (a missed glossary term)
+            self.__init__()
+        before = decode(token_ids[self._prefix:self._read])
+        now = decode(token_ids[self._prefix:])
+        if len(now) > len(before) and not now.endswith("\ufffd"):
+            self.text += now[len(before):]
+            self._prefix, self._read = self._read, len(token_ids)
+        return self.text
+

@@ -1,0 +1,143 @@
+"""From a request's texts to the engine's sequences: segmenting, each segment's official prompt (with its
+glossary entries, or the document's preceding text as context, or the formatted-translation prompt for inline
+markers), its tokens and its output budget; the fusion prompts of quality "best"; and the stricter prompt a
+segment gets again when its translation missed a glossary term. Text work only: it runs on the caller's thread
+(submitting) or the text worker's (retries), never on the engine's.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Callable
+
+from .. import cleanup, glossary, prompts, segment
+from ..errors import BadRequest
+from ..glossary import Glossaries, Term
+from ..languages import Language
+from . import adapters as adapter_registry
+from .jobs import Event, Job, Options
+from .scheduler import Sequence
+
+
+class Prompter:
+    def __init__(self, settings, family, tokenizer, encode: Callable[[str], list[int]], max_seq_tokens: int,
+                 adapters: list, glossaries: Glossaries | None):
+        self.settings, self.family, self.tokenizer, self.encode = settings, family, tokenizer, encode
+        self.max_seq_tokens, self.adapters, self.glossaries = max_seq_tokens, adapters, glossaries
+        self._ids = itertools.count(1)
+
+    def job(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
+            listener: Callable[[Event], None] | None, min_new_tokens: int, stream: bool, options: Options) -> Job:
+        """Segment texts (each with its source language, None if unknown) into a job with one sequence per
+        segment. Each segment's prompt holds the glossary entries occurring in it, or else (where the model has a
+        context prompt) the document's preceding source segments; a segment with inline markup markers
+        (options.formatted) gets the formatted-translation prompt instead."""
+        # A document's segments are counted again as the context of the ones after them.
+        count = functools.cache(self.count_tokens)
+        max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
+        documents = [segment.split(text, count, max_tokens, src.code if src else "en") for text, src in items]
+        job = Job(id=next(self._ids), target=target, documents=documents,
+                  refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
+                  listener=listener, stream=stream)
+        job.results = [None] * job.num_segments
+        entries: dict[str | None, list[Term]] = {}
+        for n, (d, s) in enumerate(job.refs):
+            source, text = items[d][1], documents[d].segments[s]
+            key = source.code if source else None
+            if key not in entries:
+                server = self.glossaries.terms(source, target) if self.glossaries else []
+                entries[key] = list(options.glossary) + server
+            # Markers are kept only by the formatted prompt, and no official prompt combines it with terms.
+            marked = options.formatted and prompts.has_markers(text)
+            terms = [] if marked else glossary.applicable(entries[key], text)
+            context = self._context(documents[d], s, count) if options.context and not (terms or marked) else ""
+            message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked)
+            wanted, prompt_ids = self._wanted(text, count), self._prompt(message)
+            if context and not self._fits_whole_budget(prompt_ids, wanted):
+                prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
+            job.sources.append(source)
+            job.terms.append(terms)
+            job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, min_new_tokens))
+        return job
+
+    def fusion_job(self, candidates: list[Job], sampling: prompts.Sampling,
+                   listener: Callable[[Event], None] | None) -> Job:
+        """The same texts' candidate translations (jobs done, one per decoding setting) fused segment by segment
+        with Chimera's prompt. The fused job has the candidates' documents, so it reads back like any job; its
+        glossary misses are reported, not retried. A segment whose prompt would not leave its output budget keeps
+        its greedy candidate (the first), counted in the job's flags as unfused."""
+        first = candidates[0]
+        job = Job(id=next(self._ids), target=first.target, documents=first.documents, refs=first.refs,
+                  listener=listener, sources=first.sources, terms=first.terms, retry_terms=False)
+        job.results = [None] * job.num_segments
+        for n, (d, s) in enumerate(job.refs):
+            text = first.documents[d].segments[s]
+            source = first.sources[n]
+            if source is None:
+                raise BadRequest("quality best needs the source language (it could not be detected): give source",
+                                 error_type="unknown_source_language")
+            message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
+            wanted, prompt_ids = self._wanted(text), self._prompt(message)
+            if self._fits_whole_budget(prompt_ids, wanted):
+                job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, 0))
+                continue
+            job.unfused.add(n)
+            job.results[n] = first.results[n]
+            job.sequences.append(Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n,
+                                          payload=(job, text)))
+        return job
+
+    def retry(self, job: Job, seq: Sequence) -> Sequence:
+        """Segment seq.index once more, with a prompt that insists on the glossary terms its translation missed."""
+        n, text = seq.index, seq.payload[1]
+        message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
+        return self._sequence(job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling,
+                              seq.min_new_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def _context(self, document: segment.Document, index: int, count: Callable[[str], int]) -> str:
+        """The segments before this one in its document, newest first, as many as fit HYMT_CONTEXT_TOKENS; only
+        source text, so that the segments of a document still run side by side in one batch (HY-MT1.5's context
+        prompt asks the model not to translate the text above, which is what source text is)."""
+        if not (self.family.context and self.settings.context and index > 0):
+            return ""
+        chosen: list[str] = []
+        left = self.settings.context_tokens
+        for text in reversed(document.segments[:index]):
+            text = text.strip()
+            if not text:
+                continue
+            tokens = count(text)
+            if tokens > left:
+                break
+            chosen.append(text)
+            left -= tokens
+        return "\n".join(reversed(chosen))
+
+    def _prompt(self, message: str) -> list[int]:
+        return self.encode(prompts.render(self.tokenizer, message))
+
+    def _wanted(self, text: str, count: Callable[[str], int] | None = None) -> int:
+        """The output budget a segment's source text asks for."""
+        return cleanup.max_new_tokens((count or self.count_tokens)(text), self.settings.max_new_tokens)
+
+    def _fits_whole_budget(self, prompt_ids: list[int], wanted: int) -> bool:
+        """Whether a prompt (with context, or fusing candidates) leaves the segment its whole output budget in its
+        KV range."""
+        return self.max_seq_tokens - len(prompt_ids) >= wanted
+
+    def _sequence(self, job: Job, n: int, prompt_ids: list[int], wanted: int, source: Language | None, text: str,
+                  sampling: prompts.Sampling, min_new_tokens: int) -> Sequence:
+        """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget (`wanted`, cut
+        to what its KV range leaves)."""
+        budget = min(wanted, self.max_seq_tokens - len(prompt_ids))
+        if budget < 1:
+            raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
+                             error_type="segment_too_long")
+        return Sequence(prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
+                        adapter=adapter_registry.choose(self.adapters, source.code if source else None,
+                                                        job.target.code),
+                        min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text))

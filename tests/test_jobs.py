@@ -1,0 +1,31 @@
+"""The engine's job types: importable without torch, and streamed text decoded a few tokens at a time."""
+
+import subprocess
+import sys
+
+from hymt.engine.jobs import IncrementalText
+
+
+def test_the_api_parsing_and_job_types_import_without_torch():
+    code = "import sys, hymt.api.parsing, hymt.engine.jobs; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_incremental_text_decodes_only_new_tokens_and_waits_for_whole_characters():
+    # A byte-level vocabulary: each token is one UTF-8 byte; "é" is two tokens.
+    text = "caf\u00e9 ok"
+    ids = list(text.encode("utf-8"))
+    calls = []
+
+    def decode(tokens):
+        calls.append(len(tokens))
+        return bytes(tokens).decode("utf-8", errors="replace")
+
+    partial = IncrementalText()
+    seen = [partial.update(ids[:n], decode) for n in range(1, len(ids) + 1)]
+    assert seen[-1] == text
+    assert "\ufffd" not in "".join(seen)  # half a character is never shown
+    assert seen[3] == "caf"  # the first byte of "é" alone: held back
+    assert max(calls) <= 3  # never the whole output again
+    assert partial.update(ids[:2], decode) == "ca"  # translated again (a glossary retry): starts over
