@@ -32,7 +32,7 @@ RUN apt-get update \
     && python3 -m venv /opt/venv
 
 # A CUDA 12.8 build of torch (PyPI's default build needs a newer driver; its FlashAttention-2 kernels serve the
-# engine's attention), then the pinned dependencies, bitsandbytes and torchao included. These layers change only
+# engine's attention), then the pinned dependencies, bitsandbytes and humming-kernels included. These layers change only
 # when pyproject.toml does.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0

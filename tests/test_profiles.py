@@ -29,7 +29,7 @@ def card(gb: float, capability=(9, 0)):
     return dataclasses.replace(simulate(None, gb), compute_capability=capability)
 
 
-@pytest.mark.parametrize("card_gb,profile", [(8, "nf4-int8kv"), (12, "nf4"), (16, "nf4"), (18, "nf4"),
+@pytest.mark.parametrize("card_gb,profile", [(8, "int4-int8kv"), (12, "int4"), (16, "int4"), (18, "int4"),
                                              (24, "bf16"), (48, "bf16"), (80, "bf16")])
 def test_cards(card_gb, profile):
     decision = plan(HUNYUAN_MT_7B, card(card_gb), SETTINGS)
@@ -48,7 +48,7 @@ def test_int8_kv_when_bf16_weights_fit_but_not_the_kv_target():
 
 def test_small_card_gets_the_tier_leaving_the_most_room():
     decision = plan(HUNYUAN_MT_7B, card(8), SETTINGS)
-    assert decision.profile == "nf4-int8kv" and "leaves the most" in decision.reason
+    assert decision.profile == "int4-int8kv" and "leaves the most" in decision.reason
     assert decision.max_seq_tokens < decision.kv_cache_tokens < SETTINGS.target_kv_tokens
 
 
@@ -58,7 +58,7 @@ def test_a_card_without_room_for_one_segment_is_refused_with_the_need():
     assert "needs about" in err.value.message
 
 
-def test_int4_is_chosen_by_name_and_only_on_ampere_or_later():
+def test_int4_runs_on_ampere_or_later_and_nf4_serves_older_gpus():
     assert plan(HUNYUAN_MT_7B, card(12), SETTINGS.replace(profile="int4")).profile == "int4"
     with pytest.raises(HymtError, match="compute capability 8.0 or later"):
         plan(HUNYUAN_MT_7B, card(12, (7, 5)), SETTINGS.replace(profile="int4"))
@@ -95,7 +95,7 @@ def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-@pytest.mark.parametrize("card_gb,profile", [("8", "nf4-int8kv"), ("24", "bf16")])
+@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("24", "bf16")])
 def test_profile_command_reads_simulated_card_from_environment(card_gb, profile, tmp_path):
     out = tmp_path / "decision.json"
     result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"},

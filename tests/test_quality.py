@@ -24,7 +24,7 @@ def _card(gb: float):
 
 
 @pytest.mark.parametrize("card_gb,translation,fusion", [
-    (8, "nf4-int8kv", None), (12, "nf4", None), (16, "nf4-int8kv", "nf4-int8kv"), (24, "nf4", "nf4"),
+    (8, "int4-int8kv", None), (12, "int4", None), (16, "int4-int8kv", "nf4-int8kv"), (24, "int4", "nf4"),
     (48, "bf16", "bf16"), (80, "bf16", "bf16")])
 def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses(card_gb, translation, fusion):
     from hymt.hardware import GIB
@@ -177,7 +177,7 @@ def test_best_quality_on_every_api(server):
 
 
 def test_fusion_prompt_holds_the_six_candidates_and_unfitting_segments_keep_the_greedy_one(family_model):
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.languages import resolve
     from hymt.planning import decide
     from hymt.prompts import CANDIDATE_SAMPLINGS, Sampling, fusion_message, render

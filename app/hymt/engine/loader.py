@@ -17,6 +17,7 @@ from ..errors import ModelLoadError
 from ..family import Identified, identify
 from ..profiles import Tier
 from ..prompts import CHAT_TEMPLATE, PAD_TOKEN, STOP_TOKEN
+from . import weights
 
 log = logging.getLogger("hymt.loader")
 
@@ -147,7 +148,7 @@ def _quantization(tier: Tier, config):
     if quant is not None:
         return None  # a pre-quantized checkpoint (AWQ, FP8; GPTQ on the CPU) loads in its own format
     if tier.weights == "int4":
-        return _int4()
+        return None  # quantized after loading, layer by layer (weights.quantize_int4)
     if tier.weights not in ("nf4", "int8"):
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
@@ -161,19 +162,6 @@ def _quantization(tier: Tier, config):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def _int4():
-    """torchao's INT4 weight-only format, quantized layer by layer while loading (so the bf16 weights never need
-    to fit on the card): group size 128, HQQ's calibration-free choice of scales, and the tile-packed layout of
-    torch's tinygemm kernel (Ampere and later), which CUDA graphs and torch.compile run as they are."""
-    if importlib.util.find_spec("torchao") is None:
-        raise ModelLoadError("profile int4 needs torchao, which is not installed (pip install hymt[gpu])")
-    from torchao.quantization import Int4WeightOnlyConfig
-    from transformers import TorchAoConfig
-
-    return TorchAoConfig(Int4WeightOnlyConfig(group_size=128, int4_packing_format="tile_packed_to_4d",
-                                              int4_choose_qparams_algorithm="hqq"))
-
-
 def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -185,6 +173,9 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     if tier.device == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError(f"profile {tier.name} needs a CUDA GPU, and torch sees none")
     quantization = _quantization(tier, config)
+    # INT4 reads the 16-bit weights into the computer's memory first and quantizes them on the GPU.
+    int4 = tier.device == "cuda" and tier.weights == "int4" and getattr(config, "quantization_config", None) is None
+    on_gpu = tier.device == "cuda" and not int4
     dtype = torch.float32 if tier.device == "cpu" else torch.bfloat16
     try:
         # Quantization libraries print banners; stdout is the translation's (hymt translate), so they go to stderr.
@@ -192,13 +183,16 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)
             model_obj = AutoModelForCausalLM.from_pretrained(
                 checkpoint, config=config, dtype=dtype, attn_implementation="sdpa",
-                quantization_config=quantization, device_map={"": 0} if tier.device == "cuda" else None,
+                quantization_config=quantization, device_map={"": 0} if on_gpu else None,
             )
     except torch.OutOfMemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - any loading failure is reported as one line
         raise ModelLoadError(f"cannot load {checkpoint}: {type(exc).__name__}: {exc}") from None
     model_obj.eval()
+    if int4:
+        weights.quantize_int4(model_obj, torch.device("cuda", 0))
+        model_obj.to("cuda:0")
 
     if not getattr(tokenizer, "chat_template", None):
         log.warning("%s has no chat template; using the official Hunyuan-MT one", checkpoint)

@@ -9,6 +9,7 @@ Attention, by what the GPU and the cache allow:
   CPU segment by segment, with the exact calls transformers makes, so greedy output equals `generate`'s; on a GPU
   one padded, masked call for the whole decoding batch, so the step can be captured in a CUDA graph.
 
+Where the weights were fused (weights.py), q, k and v come from one matmul and the gate and up halves from another.
 The element-wise pieces (RMSNorm, rotary embedding with the Q/K norms, SiLU gate) are small functions with
 transformers' own arithmetic; on a GPU they are compiled with torch.compile, which fuses each into one kernel.
 """
@@ -85,6 +86,7 @@ class Decoder:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
         self.eps = config.rms_norm_eps
         self.scale = self.head_dim ** -0.5
+        self.qkv_sizes = [self.num_heads * self.head_dim] + [self.num_kv_heads * self.head_dim] * 2
         self.device = self.embed.weight.device
         self.dtype = self.embed.weight.dtype
         # cos/sin per position, computed as transformers' rotary module does (float32 angles, then the model dtype).
@@ -114,17 +116,29 @@ class Decoder:
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             x = self.rms_norm(hidden, layer.input_layernorm.weight, self.eps)
-            q = attn.q_proj(x).view(tokens, self.num_heads, self.head_dim)
-            k = attn.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
-            v = attn.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
+            q, k, v = self._qkv(attn, x)
+            q = q.view(tokens, self.num_heads, self.head_dim)
+            k, v = k.view(tokens, self.num_kv_heads, self.head_dim), v.view(tokens, self.num_kv_heads, self.head_dim)
             q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps)
             self.arena.write(i, batch.write_index, k, v)
             out = self._attend(i, q, batch, gather)
             hidden = hidden + attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim))
             x = self.rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
-            hidden = hidden + mlp.down_proj(self.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+            hidden = hidden + mlp.down_proj(self.silu_mul(*self._gate_up(mlp, x)))
         last = self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps)
         return self.lm_head(last)
+
+    def _qkv(self, attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The three projections, as one matmul where the weights were fused (see weights.py)."""
+        if hasattr(attn, "qkv_proj"):
+            return attn.qkv_proj(x).split(self.qkv_sizes, dim=-1)
+        return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+
+    @staticmethod
+    def _gate_up(mlp, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if hasattr(mlp, "gate_up_proj"):
+            return mlp.gate_up_proj(x).chunk(2, dim=-1)
+        return mlp.gate_proj(x), mlp.up_proj(x)
 
     def _attend(self, layer: int, q: torch.Tensor, batch: Batch, gather) -> torch.Tensor:
         if self.attention == "flash":

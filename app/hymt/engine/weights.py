@@ -1,0 +1,101 @@
+"""How the decoder's projections are stored for the decoding step, on a GPU.
+
+- Fused: q, k and v as one matrix, gate and up as another, so each layer runs four matmuls instead of seven. On an
+  H200 one step's linear layers took 3.77 ms instead of 4.27 at one row in bf16 (`bench/kernels.py`). In 16 bits
+  the separate modules stay, as views into the fused matrix: no extra memory, and transformers' own forward (and
+  a LoRA wrapper) still sees them.
+- INT4 (`int4` tiers): the fused matrices quantized to 4 bits per weight with a bf16 scale per group of 128, served
+  by humming-kernels (vLLM's quantized-GEMM library; its kernels are compiled at run time with NVRTC, cached on
+  disk, and run inside CUDA graphs). On the H200 its step took 1.87 ms at 1 row and 2.89 at 64, where
+  bitsandbytes' NF4 took 3.5 and 12.0 and torchao's tinygemm 2.4 and 31 (`bench/results/kernels.json`). The
+  checkpoint is read into the computer's memory in bf16 and quantized one layer at a time on the GPU, so the 16-bit
+  weights never need to fit on the card.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+
+import torch
+
+from ..errors import ModelLoadError
+
+log = logging.getLogger("hymt.weights")
+
+GROUP_SIZE = 128
+
+
+def _layers(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model.layers
+
+
+def fuse(model) -> bool:
+    """Fuse each layer's projections in place where they are plain 16-bit linear layers; False where they are not
+    (quantized or wrapped layers keep their own modules)."""
+    for layer in _layers(model):
+        attn, mlp = layer.self_attn, layer.mlp
+        if hasattr(attn, "qkv_proj"):  # fused already (int4 quantizes the fused matrices)
+            return False
+        groups = ((attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")), (mlp, "gate_up_proj", ("gate_proj", "up_proj")))
+        for owner, _, names in groups:
+            for name in names:
+                module = getattr(owner, name)
+                if type(module) is not torch.nn.Linear or module.bias is not None or \
+                        module.weight.dtype not in (torch.bfloat16, torch.float16):
+                    return False
+        for owner, fused_name, names in groups:
+            parts = [getattr(owner, name) for name in names]
+            weight = torch.cat([p.weight.data for p in parts])
+            fused = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+            fused.weight = torch.nn.Parameter(weight, requires_grad=False)
+            offset = 0
+            for part in parts:
+                rows = part.weight.shape[0]
+                part.weight.data = weight[offset:offset + rows]
+                offset += rows
+            setattr(owner, fused_name, fused)
+    return True
+
+
+def int4_unavailable() -> str | None:
+    """Why the int4 profiles cannot load here (humming-kernels missing), or None."""
+    if importlib.util.find_spec("humming") is None:
+        return "the int4 profiles need humming-kernels (pip install 'hymt[gpu]')"
+    return None
+
+
+def quantize_int4(model, device: torch.device) -> None:
+    """Replace each layer's projections (fused) by 4-bit humming layers on `device`; the model's other weights stay
+    where they are (the caller moves them). Raises ModelLoadError when humming-kernels is missing or its kernels
+    cannot be built on this GPU."""
+    missing = int4_unavailable()
+    if missing:
+        raise ModelLoadError(missing)
+    from humming.layer import HummingLayer
+
+    started = time.perf_counter()
+    for layer in _layers(model):
+        attn, mlp = layer.self_attn, layer.mlp
+        for owner, fused_name, names in ((attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
+                                         (mlp, "gate_up_proj", ("gate_proj", "up_proj")), (attn, "o_proj", ("o_proj",)),
+                                         (mlp, "down_proj", ("down_proj",))):
+            weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
+            try:
+                quantized = HummingLayer(shape_n=weight.shape[0], shape_k=weight.shape[1],
+                                         weight_config={"dtype": "uint4", "group_size": GROUP_SIZE},
+                                         torch_dtype=torch.bfloat16).to(device)
+                quantized.load_from_unquantized(weight)
+                quantized.transform()
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a kernel that cannot be built here is one clear error
+                raise ModelLoadError(f"humming-kernels cannot serve int4 on this GPU: {type(exc).__name__}: "
+                                     f"{exc}"[:400]) from None
+            del weight
+            for name in names:
+                delattr(owner, name)
+            setattr(owner, fused_name, quantized)
+    log.info("quantized the projections to int4 (humming) in %.1f s", time.perf_counter() - started)
