@@ -63,11 +63,59 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def run_clients(url: str, clients: int, per_client: int, deadline_s: float) -> dict:
-    """`clients` threads, each sending `per_client` requests one after another; tokens counted by the server.
-    The clients are made and their threads started before the clock starts (making an httpx client takes ~10 ms
-    of the load generator's own CPU), so all of them send their first request at once, as separate users would."""
-    tokens_before = metric(url, "hymt_tokens_out")
+class Hymt:
+    """hymt (or the seed-style server) through LibreTranslate's `/translate`, as a new user sends it (`source:
+    auto`, so language detection is part of the work); tokens counted by the server's /metrics."""
+
+    def __init__(self, url: str, source_auto: bool = True):
+        self.url, self.source_auto = url, source_auto
+
+    def post(self, session: httpx.Client, sentence: tuple[str, str, str], timeout: float) -> int | None:
+        text, source, target = sentence
+        response = session.post(f"{self.url}/translate", timeout=timeout,
+                                json={"q": text, "source": "auto" if self.source_auto else source, "target": target})
+        return 0 if response.status_code == 200 else None
+
+    def tokens_out(self) -> float:
+        return metric(self.url, "hymt_tokens_out")
+
+
+class OpenAIChat:
+    """llama.cpp's `llama-server` through `/v1/chat/completions`: the same official prompt hymt builds for the
+    sentence (the GGUF carries the same chat template), the official sampling, `max_tokens` as hymt's output
+    budget and `ignore_eos` (random weights never stop, as hymt's segments run to their budget); tokens from
+    each answer's `usage`."""
+
+    def __init__(self, url: str, max_tokens: int):
+        from hymt.languages import resolve
+        from hymt.prompts import user_message
+
+        self.url, self.max_tokens = url, max_tokens
+        self._message = lambda text, source, target: user_message(resolve(source), resolve(target), text)
+        self._tokens = 0
+        self._lock = threading.Lock()
+
+    def post(self, session: httpx.Client, sentence: tuple[str, str, str], timeout: float) -> int | None:
+        body = {"messages": [{"role": "user", "content": self._message(*sentence)}], "max_tokens": self.max_tokens,
+                "ignore_eos": True, "temperature": 0.7, "top_k": 20, "top_p": 0.6, "repeat_penalty": 1.05}
+        response = session.post(f"{self.url}/v1/chat/completions", json=body, timeout=timeout)
+        if response.status_code != 200:
+            return None
+        tokens = response.json()["usage"]["completion_tokens"]
+        with self._lock:
+            self._tokens += tokens
+        return tokens
+
+    def tokens_out(self) -> float:
+        return self._tokens
+
+
+def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dict:
+    """`clients` threads, each sending `per_client` sentences one after another to `target` (Hymt or
+    OpenAIChat). The clients are made and their threads started before the clock starts (making an httpx client
+    takes ~10 ms of the load generator's own CPU), so all of them send their first request at once, as separate
+    users would."""
+    tokens_before = target.tokens_out()
     latencies: list[float] = []
     unfinished = errors = 0
     lock = threading.Lock()
@@ -85,17 +133,16 @@ def run_clients(url: str, clients: int, per_client: int, deadline_s: float) -> d
                     with lock:
                         unfinished += per_client - k
                     return
-                text, source, target = SENTENCES[(number * per_client + k) % len(SENTENCES)]
+                sentence = SENTENCES[(number * per_client + k) % len(SENTENCES)]
                 t0 = time.perf_counter()
                 try:
-                    response = session.post(f"{url}/translate", json={"q": text, "source": source, "target": target},
-                                            timeout=remaining)
+                    answered = target.post(session, sentence, remaining)
                 except httpx.TimeoutException:
                     with lock:
                         unfinished += per_client - k
                     return
                 with lock:
-                    if response.status_code == 200:
+                    if answered is not None:
                         latencies.append(time.perf_counter() - t0)
                     else:
                         errors += 1
@@ -109,11 +156,11 @@ def run_clients(url: str, clients: int, per_client: int, deadline_s: float) -> d
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    tokens = metric(url, "hymt_tokens_out") - tokens_before
+    tokens = target.tokens_out() - tokens_before
     padded = latencies + [math.inf] * (unfinished + errors)
-    record = {"clients": clients, "requests": clients * per_client, "completed": len(latencies),
-              "errors": errors, "unfinished": unfinished, "seconds": round(elapsed, 2), "tokens_out": int(tokens),
-              "tok_s": round(tokens / elapsed, 1)}
+    record = {"scenario": "clients", "clients": clients, "requests": clients * per_client,
+              "completed": len(latencies), "errors": errors, "unfinished": unfinished, "seconds": round(elapsed, 2),
+              "tokens_out": int(tokens), "tok_s": round(tokens / elapsed, 1)}
     for key, q in (("p50_s", 0.5), ("p95_s", 0.95)):
         value = percentile(padded, q)
         record[key] = round(value, 2) if math.isfinite(value) else round(deadline_s, 2)

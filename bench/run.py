@@ -1,19 +1,25 @@
-"""GPU benchmark: hymt against the engine it replaced (a3db12e) and a seed-style server, as users reach them.
+"""GPU benchmark: hymt beside llama.cpp (the single-user anchor, what Ollama runs) and a seed-style server, as users
+reach them, on simulated 8, 12, 16 and 24 GB cards.
+
+    python bench/run.py standard --out bench/results/standard.json   # the whole standard run: one H200, < 10 min
+    python bench/report.py bench/results                              # table.md and chart.png from its records
 
     python bench/run.py build --model-dir /tmp/hymt-7b       # the real 7B architecture, random weights, on disk
-    python bench/run.py check --model-dir /tmp/hymt-7b --card 24 --out bench/results/check.json
-    python bench/run.py serve --model-dir /tmp/hymt-7b --cards 8,12,16,24 --engines hymt,a3db12e,seed \\
-        --out bench/results/serve.json
-    python bench/report.py bench/results                     # table.md and chart.png from the serve records
+    python bench/run.py serve --cards 8,12,16,24 --engines hymt,seed --out bench/results/serve.json [--document]
+    python bench/run.py llama --out bench/results/llama.json  # llama.cpp alone (bench/llama.py)
+    python bench/run.py check --card 24 --identity --out bench/results/check.json
 
-Scenarios, per simulated card (a cap on the process's share of the real GPU) and engine:
-- clients: 1, 16 and 64 concurrent HTTP clients sending sentences to `/translate` (the server started as a user
-  starts it; tokens counted from its /metrics), each scenario with a deadline;
-- document: a 2,000-segment document, through `hymt translate` for hymt, through the engine's own job API for
-  a3db12e (its CLI reports no figures), one request at a time over HTTP for the seed-style server.
-Random weights never stop on their own, so every segment runs to its output budget (HYMT_MAX_NEW_TOKENS).
-`check` runs hymt's engine in-process: greedy tokens against transformers' `generate` and decoding speed by
-batch size, with the start-up phases.
+Every record has one shape: card_gb, engine (hymt, llama.cpp, seed-style), profile (or the GGUF type), scenario
+(clients, document, single_stream), clients, tok_s, p50_s, p95_s, peak_reserved_gb, oom_events, startup_s, and
+the run id that all records of one run share. Scenarios:
+- clients: 1, 16 and 64 concurrent HTTP clients, each sending realistic sentences one after another
+  (`/translate` with `source: auto` for hymt, its official prompt through `/v1/chat/completions` for llama-server),
+  with a deadline; tokens counted by the server;
+- single_stream: one segment decoding in-process (`bench/profile_step.py` for hymt, `llama-bench` tg128);
+- document: a 2,000-segment document through `hymt translate` (`--document`; not in the standard run).
+Random weights never stop on their own, so every answer runs to its budget (HYMT_MAX_NEW_TOKENS, 64).
+`check` runs the engine in-process: greedy tokens and logits against transformers on the same weights, and
+decoding speed by batch size.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,11 +41,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import SENTENCES, Watcher, document_lines, metric, run_clients  # noqa: E402
+import llama  # noqa: E402
+from load import SENTENCES, Hymt, Watcher, document_lines, metric, run_clients  # noqa: E402
 
 GIB = 1024 ** 3
-A3DB12E = ROOT / "bench" / ".a3db12e" / "app"  # `git archive a3db12e app | tar -x -C bench/.a3db12e`
-CLIENTS = ((1, 3), (16, 2), (64, 2))  # (clients, requests each)
+CLIENTS = ((1, 5), (16, 2), (64, 2))  # (clients, requests each)
+ENGINE_NAMES = {"hymt": "hymt", "seed": "seed-style"}
 
 
 def real_config():
@@ -90,7 +98,7 @@ def environment() -> dict:
 def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
     import torch
 
-    from hymt.engine.engine import start
+    from hymt.engine.startup import start
     from hymt.hardware import apply_memory_cap
     from hymt.languages import resolve
     from hymt.planning import decide
@@ -185,7 +193,7 @@ def _server(engine: str, model_dir: Path, card: float, port: int, new_tokens: in
     if engine == "seed":
         return [sys.executable, str(ROOT / "bench" / "seed_server.py"), "--model", str(model_dir), "--card",
                 str(card), "--port", str(port), "--max-new-tokens", str(new_tokens)]
-    env["PYTHONPATH"] = _pythonpath(engine)
+    env["PYTHONPATH"] = _pythonpath()
     return hymt_serve(model_dir, port)
 
 
@@ -195,10 +203,9 @@ def hymt_serve(model_dir: Path, port: int) -> list[str]:
             str(port)]
 
 
-def _pythonpath(engine: str = "hymt") -> str:
-    """The engine's own package first, then whatever the environment adds (the wheels carried to the GPU)."""
-    tree = A3DB12E if engine == "a3db12e" else ROOT / "app"
-    return os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+def _pythonpath() -> str:
+    """The package first, then whatever the environment adds (the wheels carried to the GPU)."""
+    return os.pathsep.join(p for p in (str(ROOT / "app"), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def _engine_env(card: float | None, new_tokens: int) -> dict:
@@ -212,7 +219,7 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     env = _engine_env(card, args.new_tokens)
     port = 8100 + int(os.environ.get("CUDA_VISIBLE_DEVICES", "0") or 0)
     url = f"http://127.0.0.1:{port}"
-    base = {"card_gb": card, "engine": engine}
+    base = {"run": args.run, "card_gb": card, "engine": ENGINE_NAMES[engine]}
     started = time.perf_counter()
     process = subprocess.Popen(_server(engine, model_dir, card, port, args.new_tokens, env), env=env, stdout=log,
                                stderr=subprocess.STDOUT)
@@ -223,7 +230,8 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
         base.update(profile=health.get("profile"), startup_s=round(time.perf_counter() - started, 1))
         peak = watcher.peak_gb
         deadline = args.seed_deadline if engine == "seed" else args.deadline
-        scenarios = [lambda c=c, k=k: run_clients(url, c, k, deadline) for c, k in CLIENTS]
+        target = Hymt(url)
+        scenarios = [lambda c=c, k=k: run_clients(target, c, k, deadline) for c, k in CLIENTS]
         if engine == "seed":
             scenarios.append(lambda: _sequential_document(url, args.seed_deadline, args))
         for scenario in scenarios:
@@ -233,11 +241,11 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
             records.append({**record, "peak_reserved_gb": round(peak, 2), "max_in_flight": watcher.max_in_flight,
                             "oom_events": int(metric(url, "hymt_oom_recoveries"))})
     except Exception as exc:  # noqa: BLE001 - a server that fails is a result too
-        records.append({**base, "error": f"{type(exc).__name__}: {exc}"[:400]})
+        records.append({**base, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
     finally:
         stop(process)
-    if engine != "seed":
-        records.append({**base, **_document(engine, model_dir, card, args, log)})
+    if engine == "hymt" and args.document:
+        records.append({**base, **_document(model_dir, card, args, log)})
     return records
 
 
@@ -285,33 +293,31 @@ def _sequential_document(url: str, deadline_s: float, args) -> dict:
             done += 1
     elapsed = time.perf_counter() - started
     tokens = metric(url, "hymt_tokens_out") - tokens_before
-    return {"clients": 0, "requests": len(lines), "completed": done, "seconds": round(elapsed, 2),
+    return {"scenario": "document", "clients": 1, "requests": len(lines), "completed": done,
+            "seconds": round(elapsed, 2),
             "tokens_out": int(tokens), "tok_s": round(tokens / elapsed, 1), "p50_s": None, "p95_s": None}
 
 
-def _document(engine: str, model_dir: Path, card: float, args, log) -> dict:
-    """hymt: `hymt translate FILE --stats`; a3db12e: its engine's job API in a child process (bench/document.py)."""
+def _document(model_dir: Path, card: float, args, log) -> dict:
+    """`hymt translate FILE --stats` on a 2,000-line document."""
     path = Path(tempfile.mkdtemp()) / "document.txt"
     path.write_text("\n".join(document_lines(args.document_segments)) + "\n", encoding="utf-8")
     env = _engine_env(card, args.new_tokens)
-    env["PYTHONPATH"] = _pythonpath(engine)
-    if engine == "hymt":
-        cmd = [sys.executable, "-m", "hymt", "translate", str(path), "--model", str(model_dir), "--from", "en",
-               "--to", "de", "--stats"]
-    else:
-        cmd = [sys.executable, str(ROOT / "bench" / "document.py"), str(path), str(model_dir),
-               str(args.document_deadline)]
+    env["PYTHONPATH"] = _pythonpath()
+    cmd = [sys.executable, "-m", "hymt", "translate", str(path), "--model", str(model_dir), "--from", "en",
+           "--to", "de", "--stats"]
+    head = {"scenario": "document", "clients": 1}
     started = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.document_timeout)
     except subprocess.TimeoutExpired:
-        return {"clients": 0, "error": f"timed out after {args.document_timeout} s"}
+        return {**head, "error": f"timed out after {args.document_timeout} s"}
     log.write(proc.stderr[-4000:])
     stats = [line for line in proc.stderr.splitlines() + proc.stdout.splitlines() if line.startswith('{"stats"')]
     if proc.returncode != 0 or not stats:
-        return {"clients": 0, "error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
+        return {**head, "error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
     result = json.loads(stats[-1])["stats"]
-    return {"clients": 0, "requests": args.document_segments, "completed": result["segments_done"],
+    return {**head, "requests": args.document_segments, "completed": result["segments_done"],
             "seconds": result["seconds"], "tokens_out": result["tokens_out"],
             "tok_s": round(result["tokens_out"] / result["seconds"], 1), "p50_s": None, "p95_s": None,
             "startup_s": result["startup_s"], "peak_reserved_gb": result["peak_reserved_gb"],
@@ -319,22 +325,118 @@ def _document(engine: str, model_dir: Path, card: float, args, log) -> dict:
             "profile": result.get("profile"), "wall_s": round(time.perf_counter() - started, 1)}
 
 
+def single_stream(model_dir: Path, card: float, args, log) -> dict:
+    """hymt's engine in-process, one segment decoding (bench/profile_step.py, which profiles the step too)."""
+    out = args.out.parent / f"profile-{card:g}gb.json"
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "TOKENIZERS_PARALLELISM": "false"}
+    head = {"run": args.run, "engine": "hymt", "scenario": "single_stream", "card_gb": card, "clients": 1}
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "profile_step.py"), "--model-dir",
+                               str(model_dir), "--card", str(card), "--out", str(out)], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, timeout=240)
+        result = json.loads(out.read_text())
+    except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
+        return {**head, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if proc.returncode != 0:
+        return {**head, "error": f"exit {proc.returncode}"}
+    return {**head, "profile": result["profile"], "tok_s": result["job"]["greedy"]["tok_s"],
+            "tok_s_official_sampling": result["job"]["official"]["tok_s"],
+            "graph_replay_ms": result.get("graph_replay_ms"), "p50_s": None, "p95_s": None, "oom_events": 0}
+
+
+def standard(args) -> dict:
+    """The standard run, one H200 and one command: hymt on the 8, 12, 16 and 24 GB cards (HTTP clients), its
+    single stream on the int4 and bf16 tiers, then llama.cpp on the same weights. llama.cpp's conversion (CPU
+    work, minutes) runs meanwhile on cores of its own, so that it neither waits nor slows hymt's host work. A
+    phase that would start after `--budget-s` is recorded as skipped."""
+    began = time.monotonic()
+    results = {"environment": environment(), "new_tokens": args.new_tokens, "run": args.run, "records": []}
+
+    def add(records: list[dict]) -> None:
+        results["records"] += records
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        for record in records:
+            print(json.dumps(record), flush=True)
+
+    def due(what: str, grace: float = 0) -> bool:
+        if time.monotonic() - began < args.budget_s + grace:
+            return True
+        add([{"run": args.run, "scenario": "skipped", "what": what, "error": "out of the run's time"}])
+        return False
+
+    if not (args.model_dir / "config.json").is_file():
+        add([{"run": args.run, "scenario": "build", **build(args.model_dir)}])
+    cores = sorted(os.sched_getaffinity(0))
+    half = cores[len(cores) // 2:] if len(cores) >= 8 else []
+    prepared: dict = {}
+    log = open(args.out.with_suffix(".log"), "w")
+
+    def prepare() -> None:
+        try:
+            prepared.update(llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, half))
+        except Exception as exc:  # noqa: BLE001 - reported as a record
+            prepared["error"] = f"{type(exc).__name__}: {exc}"[:400]
+
+    converting = threading.Thread(target=prepare)
+    converting.start()
+    if half:
+        os.sched_setaffinity(0, cores[:len(cores) // 2])  # hymt's servers inherit the other half
+    for card in (float(c) for c in args.cards.split(",")):
+        if due(f"hymt {card:g} GB"):
+            add(serve_engine("hymt", args.model_dir, card, args, log))
+    converting.join()
+    os.sched_setaffinity(0, cores)
+    add([{"run": args.run, "engine": "llama.cpp", "scenario": "prepare", **prepared}])
+    if "error" not in prepared:
+        for kind in llama.TYPES:  # llama.cpp starts in seconds: it gets a grace the slower phases do not
+            gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
+            if due(f"llama.cpp {kind}", grace=args.budget_s / 4):
+                add(llama.single_stream(bin_dir, gguf, kind, {"run": args.run}))
+                add(llama.serve(bin_dir, gguf, kind, CLIENTS, args.new_tokens, args.deadline, {"run": args.run}, log))
+    for card in (12.0, 24.0):
+        if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
+            add([single_stream(args.model_dir, card, args, log)])
+    results["seconds"] = round(time.monotonic() - began, 1)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    log.close()
+    return results
+
+
+def llama_cpp(args, run: str) -> list[dict]:
+    """llama.cpp on the same checkpoint: llama-bench's single stream and llama-server under the same load, for
+    each GGUF type (Q4_K_M standing for the 8-16 GB cards, BF16 for 24 GB)."""
+    base = {"run": run}
+    with open(args.out.with_suffix(".llama.log"), "w") as log:
+        prepared = llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, [])
+        records = [{**base, "engine": "llama.cpp", "scenario": "prepare", **prepared}]
+        for kind in llama.TYPES:
+            gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
+            records += llama.single_stream(bin_dir, gguf, kind, base)
+            records += llama.serve(bin_dir, gguf, kind, CLIENTS, args.new_tokens, args.deadline, base, log)
+    return records
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["build", "check", "serve"])
+    parser.add_argument("command", choices=["build", "check", "serve", "llama", "standard"])
     parser.add_argument("--model-dir", type=Path, default=Path("/tmp/hymt-7b"))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "serve.json")
-    parser.add_argument("--cards", default="8,12,16,24")
+    parser.add_argument("--cards", default="12,24,8,16")
     parser.add_argument("--card", type=float, default=24)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--identity", action="store_true")
-    parser.add_argument("--engines", default="hymt,a3db12e,seed")
+    parser.add_argument("--engines", default="hymt,seed")
+    parser.add_argument("--document", action="store_true", help="also the 2,000-segment document (hymt)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--document-segments", type=int, default=2000)
     parser.add_argument("--deadline", type=float, default=120, help="seconds per clients scenario")
     parser.add_argument("--seed-deadline", type=float, default=40, help="the same for the seed-style server")
-    parser.add_argument("--document-deadline", type=float, default=120,
-                        help="seconds the a3db12e engine gets for the document (hymt's runs to the end)")
+    parser.add_argument("--llama-pack", type=Path, default=ROOT / ".llama",
+                        help="llama.cpp's binaries and converter (see bench/llama.py)")
+    parser.add_argument("--llama-work", default="/tmp/llama", help="where they are unpacked and the GGUFs written")
+    parser.add_argument("--run", default=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+                        help="the run id every record of one run shares")
+    parser.add_argument("--budget-s", type=float, default=540, help="standard: no phase starts after this")
     parser.add_argument("--startup-timeout", type=float, default=420)
     parser.add_argument("--document-timeout", type=float, default=420)
     args = parser.parse_args()
@@ -347,6 +449,16 @@ def main() -> int:
         result = {"environment": environment(), **check(args.model_dir, args.card, args.profile, args.identity)}
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result), flush=True)
+        return 0
+    if args.command == "standard":
+        standard(args)
+        return 0
+    if args.command == "llama":
+        records = llama_cpp(args, args.run)
+        args.out.write_text(json.dumps({"environment": environment(), "new_tokens": args.new_tokens,
+                                        "records": records}, indent=2) + "\n")
+        for record in records:
+            print(json.dumps(record), flush=True)
         return 0
     results = {"environment": environment(), "new_tokens": args.new_tokens, "records": []}
     with open(args.out.with_suffix(".log"), "w") as log:

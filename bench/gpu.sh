@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The standard benchmark on the GPU machine (one H200, under 10 minutes): the carried wheels installed beside the
+# machine's torch, then `bench/run.py standard` into OUT_DIR (results, profiles, the servers' log), then its table.
+#
+#   bash bench/carry.sh                                   # here, once: .whl/ and .llama/
+#   bash bench/gpu.sh "$OUT"                              # there, with carry [".whl", ".llama"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/gpu.sh OUT_DIR}
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site
+mkdir -p "$out"
+timeout 570 python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-400}"
+python3 bench/report.py "$out" || true

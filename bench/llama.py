@@ -1,0 +1,125 @@
+"""llama.cpp beside hymt, on the same random weights: its `llama-server` under the same HTTP load, and
+`llama-bench`'s single stream beside the engine's own.
+
+The binaries (built for sm_90 on the GPU machine) and the converter come from `../shared/anchors/llama-cpp/`,
+copied into the folder named by `--pack` (`bench/llama-pack.sh` does it; the folder travels to the GPU machine):
+`llama-bin-sm90.tar.xz.part*`, `llama-convert.tar.xz` (convert_hf_to_gguf.py, conversion/, gguf-py/) and
+`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M, the type a person with an 8-16 GB
+card runs; BF16 stands for the 24 GB card.
+
+Fair settings for the same work as hymt's: 64 slots of 512 tokens (`-np 64 -c 32768`), flash attention, every
+layer on the GPU, the official sampling, `max_tokens` as hymt's output budget with `ignore_eos` (random weights
+never stop). On a real 8 GB card Q4_K_M's 4.9 GB of weights fit, but 64 slots' 4 GB of f16 KV do not: its 64-client
+figure stands for the 12 and 16 GB cards, and flatters it on 8 GB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import httpx
+
+from load import OpenAIChat, Watcher, run_clients
+
+# The GGUF type and the cards it stands for.
+TYPES = {"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)}
+
+
+def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> dict:
+    """Unpack the binaries and the converter into `work`, convert the checkpoint to BF16 GGUF and quantize it to
+    Q4_K_M (CPU work: minutes), on `cpus` alone when given. Returns the GGUF paths by type and the seconds each
+    part took."""
+    pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+    bin_dir, src = work / "bin", work / "src"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    src.mkdir(exist_ok=True)
+    times = {}
+    started = time.perf_counter()
+    parts = sorted(pack.glob("llama-bin-sm90.tar.xz.part*"))
+    subprocess.run(f"cat {' '.join(map(str, parts))} | xz -d | tar x -C {bin_dir}", shell=True, check=True)
+    with tarfile.open(pack / "llama-convert.tar.xz") as archive:
+        archive.extractall(src, filter="data")
+    times["unpack_s"] = round(time.perf_counter() - started, 1)
+    ggufs = {"BF16": work / "model-bf16.gguf", "Q4_K_M": work / "model-q4km.gguf"}
+    started = time.perf_counter()
+    subprocess.run(pin + [sys.executable, str(pack / "to_gguf.py"), str(src), str(model_dir), str(ggufs["BF16"]), "bf16"],
+                   check=True, stdout=log, stderr=subprocess.STDOUT)
+    times["convert_s"] = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+    subprocess.run(pin + [str(bin_dir / "llama-quantize"), str(ggufs["BF16"]), str(ggufs["Q4_K_M"]), "Q4_K_M",
+                          str(len(cpus) or os.cpu_count() or 8)], check=True, stdout=log, stderr=subprocess.STDOUT, env=_env(bin_dir))
+    times["quantize_s"] = round(time.perf_counter() - started, 1)
+    return {"bin": str(bin_dir), "ggufs": {k: str(v) for k, v in ggufs.items()}, **times}
+
+
+def _env(bin_dir: Path) -> dict:
+    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(p for p in (str(bin_dir),
+                                                                        os.environ.get("LD_LIBRARY_PATH", "")) if p)}
+
+
+def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict]:
+    """`llama-bench` tg128 (and pp64): decoding tok/s of one stream in-process, one record per card it stands for."""
+    proc = subprocess.run([str(bin_dir / "llama-bench"), "-m", str(gguf), "-ngl", "99", "-fa", "1", "-p", "64",
+                           "-n", "128", "-r", "3", "-o", "jsonl"], capture_output=True, text=True, env=_env(bin_dir),
+                          timeout=300)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    gen = next((r for r in rows if r.get("n_gen") == 128), None)
+    prompt = next((r for r in rows if r.get("n_prompt") == 64 and not r.get("n_gen")), None)
+    if gen is None:
+        return [{**base, "engine": "llama.cpp", "profile": kind, "scenario": "single_stream", "card_gb": card,
+                 "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]} for card in TYPES[kind]]
+    return [{**base, "engine": "llama.cpp", "profile": kind, "scenario": "single_stream", "card_gb": card,
+             "clients": 1, "tok_s": round(gen["avg_ts"], 1), "prefill_tok_s": round(prompt["avg_ts"], 1) if prompt
+             else None, "p50_s": None, "p95_s": None, "oom_events": 0} for card in TYPES[kind]]
+
+
+def serve(bin_dir: Path, gguf: Path, kind: str, clients: tuple, new_tokens: int, deadline: float, base: dict,
+          log, port: int = 8001) -> list[dict]:
+    """`llama-server` under 1, 16 and 64 HTTP clients; each record once per card the GGUF type stands for."""
+    url = f"http://127.0.0.1:{port}"
+    started = time.perf_counter()
+    process = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(gguf), "-ngl", "99", "-fa", "on", "-np", "64",
+                                "-c", "32768", "--host", "127.0.0.1", "--port", str(port)],
+                               stdout=log, stderr=subprocess.STDOUT, env=_env(bin_dir))
+    records = []
+    head = {**base, "engine": "llama.cpp", "profile": kind}
+    try:
+        with Watcher(url, process.pid) as watcher:
+            _wait_ready(url, process, 180)
+        head["startup_s"] = round(time.perf_counter() - started, 1)
+        peak = watcher.peak_gb
+        target = OpenAIChat(url, new_tokens)
+        for count, per_client in clients:
+            with Watcher(url, process.pid) as watcher:
+                record = run_clients(target, count, per_client, deadline)
+            peak = max(peak, watcher.peak_gb)
+            records.append({**head, **record, "peak_reserved_gb": round(peak, 2), "oom_events": 0})
+    except Exception as exc:  # noqa: BLE001 - a server that fails is a result too
+        records.append({**head, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return [{**r, "card_gb": card} for r in records for card in TYPES[kind]]
+
+
+def _wait_ready(url: str, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"llama-server not ready after {timeout} s")
