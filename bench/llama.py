@@ -23,9 +23,7 @@ import tarfile
 import time
 from pathlib import Path
 
-import httpx
-
-from load import OpenAIChat, Watcher, run_clients
+from load import OpenAIChat, Watcher, run_clients, stop, wait_healthy
 
 # The GGUF type and the cards it stands for.
 TYPES = {"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)}
@@ -91,7 +89,7 @@ def serve(bin_dir: Path, gguf: Path, kind: str, clients: tuple, new_tokens: int,
     head = {**base, "engine": "llama.cpp", "profile": kind}
     try:
         with Watcher(url, process.pid) as watcher:
-            _wait_ready(url, process, 180)
+            wait_healthy(url, process, 180)
         head["startup_s"] = round(time.perf_counter() - started, 1)
         peak = watcher.peak_gb
         target = OpenAIChat(url, new_tokens)
@@ -103,23 +101,5 @@ def serve(bin_dir: Path, gguf: Path, kind: str, clients: tuple, new_tokens: int,
     except Exception as exc:  # noqa: BLE001 - a server that fails is a result too
         records.append({**head, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process, 20)
     return [{**r, "card_gb": card} for r in records for card in TYPES[kind]]
-
-
-def _wait_ready(url: str, process: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"llama-server exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"llama-server not ready after {timeout} s")

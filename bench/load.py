@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
 import threading
 import time
 
@@ -209,3 +210,29 @@ class Watcher:
                                          health.get("in_flight", health.get("running_segments", 0)) or 0)
         if handles:
             pynvml.nvmlShutdown()
+
+
+def stop(process: subprocess.Popen, timeout: float = 30) -> int | str:
+    """A server stopped as supervisord stops it: SIGTERM, then SIGKILL after `timeout` s. Its exit code, or how it
+    was killed."""
+    process.terminate()
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return f"killed after {timeout:g} s"
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            response = httpx.get(f"{url}/health", timeout=2)
+            if response.status_code == 200:
+                return response.json()
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"not healthy after {timeout} s")

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import SENTENCES, Watcher  # noqa: E402
-from run import _engine_env, _pythonpath, _wait_healthy, hymt_serve, stop  # noqa: E402
+from load import stop, wait_healthy  # noqa: E402
+from run import _engine_env, _pythonpath, hymt_serve  # noqa: E402
 
 
 def _env(args, card: float | None) -> dict:
@@ -40,7 +41,7 @@ def _env(args, card: float | None) -> dict:
 
 def _wait(url: str, process: subprocess.Popen, timeout: float) -> dict:
     """The server healthy, and the fusion model loaded (or refused: then /health says why)."""
-    health = _wait_healthy(url, process, timeout)
+    health = wait_healthy(url, process, timeout)
     while health.get("phase") != "ready" or not _settled(health.get("quality") or {}):
         time.sleep(0.5)
         health = httpx.get(f"{url}/health", timeout=10).json()

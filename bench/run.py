@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "app"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import llama  # noqa: E402
-from load import SENTENCES, Hymt, Watcher, document_lines, metric, run_clients  # noqa: E402
+from load import SENTENCES, Hymt, Watcher, document_lines, metric, run_clients, stop, wait_healthy  # noqa: E402
 
 GIB = 1024 ** 3
 CLIENTS = ((1, 5), (16, 2), (64, 2))  # (clients, requests each)
@@ -102,7 +102,7 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
     from hymt.hardware import apply_memory_cap
     from hymt.languages import resolve
     from hymt.planning import decide
-    from hymt.prompts import Sampling, render, user_message
+    from hymt.prompts import Sampling
     from hymt.settings import Settings
 
     settings = Settings(model=str(model_dir), gpu_memory_gb=card, profile=profile, max_new_tokens=64,
@@ -118,7 +118,7 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
               "graphs_s": round(engine.startup.graphs_s, 1), "warmup": engine.startup.warmup,
               "steps": engine.startup.steps}
     greedy = Sampling(greedy=True)
-    tokenizer, model = engine.runner.loaded.tokenizer, engine.runner.loaded.model
+    model = engine.runner.loaded.model
     if identity:
         # Greedy tokens against `generate` on the same weights; bf16 kernels differ, so count the shared prefix.
         matches = []
@@ -226,7 +226,7 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     records = []
     try:
         with Watcher(url, process.pid) as watcher:  # start-up: the warm-up's peak counts too
-            health = _wait_healthy(url, process, args.startup_timeout)
+            health = wait_healthy(url, process, args.startup_timeout)
         base.update(profile=health.get("profile"), startup_s=round(time.perf_counter() - started, 1))
         peak = watcher.peak_gb
         deadline = args.seed_deadline if engine == "seed" else args.deadline
@@ -247,32 +247,6 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     if engine == "hymt" and args.document:
         records.append({**base, **_document(model_dir, card, args, log)})
     return records
-
-
-def stop(process: subprocess.Popen, timeout: float = 30) -> int | str:
-    """A server stopped as supervisord stops it: SIGTERM, then SIGKILL after `timeout` s. Its exit code, or how it
-    was killed."""
-    process.terminate()
-    try:
-        return process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return f"killed after {timeout:g} s"
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            response = httpx.get(f"{url}/health", timeout=2)
-            if response.status_code == 200:
-                return response.json()
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"not healthy after {timeout} s")
 
 
 def _sequential_document(url: str, deadline_s: float, args) -> dict:

@@ -30,7 +30,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import SENTENCES, percentile  # noqa: E402 - the benchmark's own sentences and percentiles
-from run import _pythonpath, _wait_healthy, hymt_serve, stop  # noqa: E402
+from load import stop, wait_healthy  # noqa: E402
+from run import _pythonpath, hymt_serve  # noqa: E402
 
 MIB = 2 ** 20
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     log = open(args.out / "server.log", "w")
     process = subprocess.Popen(hymt_serve(model, args.port), env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        health = _wait_healthy(url, process, timeout=900)
+        health = wait_healthy(url, process, timeout=900)
         record = soak(url, process.pid, args)
     finally:
         code = stop(process, timeout=60)
