@@ -475,3 +475,37 @@ def test_phone_layout_result_in_view_and_bounded_output(browser, server, artifac
     assert sizes["client"] <= sizes["view"] * 0.7 and sizes["scroll"] > sizes["client"]  # it scrolls on its own
     pg.screenshot(path=str(artifacts / "page-phone-result.png"))
     context.close()
+
+
+def test_a_page_on_another_origin_calls_the_api(browser, server, tmp_path):
+    """A web app served from elsewhere (another port: another origin) calls /translate with an Authorization header
+    and JSON, which makes Chromium send a preflight first; CORS lets it read the answers."""
+    import functools
+    import http.server
+    import threading
+
+    (tmp_path / "index.html").write_text("<!doctype html><title>elsewhere</title><p>another app</p>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        answer = pg.evaluate("""async (api) => {
+            const r = await fetch(api + '/translate', { method: 'POST',
+              headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer none-needed' },
+              body: JSON.stringify({ q: 'Hello.', source: 'en', target: 'de' }) });
+            const languages = await (await fetch(api + '/languages')).json();
+            return { status: r.status, body: await r.json(), languages: languages.length };
+        }""", server.url)
+        assert answer["status"] == 200 and answer["body"]["translatedText"] and answer["languages"] == 38
+        refused = pg.evaluate("""async (api) => {
+            const r = await fetch(api + '/translate', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+              body: JSON.stringify({ q: 'Hello.' }) });
+            return { status: r.status, body: await r.json() };
+        }""", server.url)
+        assert refused["status"] == 400 and "target" in refused["body"]["error"]  # the page can read why
+    finally:
+        context.close()
+        other.shutdown()
