@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # One click: the hymt appliance with Docker and the NVIDIA runtime, or natively (--native) under the same
-# supervisord programs. Usage: ./start.sh [--native] [--model DIR] [--port N] [--stop] [--help]
+# supervisord programs. Usage: ./start.sh [--native] [--model DIR | --test-model] [--port N] [--stop] [--help]
+# --test-model: natively, on a tiny random-weight model (no GPU or checkpoint needed; it translates into noise).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
 
-native=0; stop=0; model=""; port=""
+native=0; stop=0; model=""; port=""; test_model=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --native) native=1 ;;
     --stop) stop=1 ;;
+    --test-model) native=1; test_model=1 ;;
     --model) [ $# -ge 2 ] || { echo "start.sh: --model needs a directory" >&2; exit 2; }; model=$2; shift ;;
     --port) [ $# -ge 2 ] || { echo "start.sh: --port needs a number" >&2; exit 2; }; port=$2; shift ;;
-    -h|--help) sed -n '2,3p' "$0" | sed 's/^# //'; exit 0 ;;
+    -h|--help) sed -n '2,4p' "$0" | sed 's/^# //'; exit 0 ;;
     *) echo "start.sh: unknown option $1 (see ./start.sh --help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [ -n "$model" ] && [ "$test_model" = 1 ]; then
+  echo "start.sh: --model and --test-model exclude each other" >&2; exit 2
+fi
 if [ -n "$model" ]; then
   [ -f "$model/config.json" ] || { echo "start.sh: $model is not a model directory (no config.json)" >&2; exit 2; }
   model=$(cd "$model" && pwd)
@@ -40,24 +45,76 @@ wait_healthy() {  # $1: command printing the probe's answer (its first word the 
 }
 
 # --- natively, under the same supervisord configuration as the image ---------------------------------------------
+TORCH=2.13.0
+TORCH_CPU_INDEX=${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}  # as the Dockerfile's build argument
+
+# .venv with torch and the pinned packages; pip runs only when pyproject.toml or the kind of torch changed. $1: 1
+# with a GPU (PyPI's torch, the CUDA build), 0 without (the CPU build, so no NVIDIA wheels).
+install_venv() {
+  local stamp_file=.venv/.hymt-installed stamp
+  stamp="torch $TORCH gpu=$1 $(sha256sum pyproject.toml | cut -d' ' -f1)"
+  if [ ! -x .venv/bin/python ]; then
+    echo "creating .venv"; python3 -m venv .venv
+  fi
+  if [ -x .venv/bin/hymt ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then return 0; fi
+  echo "installing hymt and its pinned dependencies into .venv (once; again only when they change)"
+  local pip=(.venv/bin/pip install -q --disable-pip-version-check)
+  if [ "$1" = 1 ]; then
+    "${pip[@]}" "torch==$TORCH"
+    "${pip[@]}" -e ".[gpu]"
+  else
+    # A CPU build this machine's pip already holds (a local wheelhouse) is taken without asking PyTorch's index,
+    # which may be out of reach; otherwise PyTorch's CPU index serves it.
+    if "${pip[@]}" --dry-run --no-index --no-deps "torch==$TORCH+cpu" >/dev/null 2>&1; then
+      "${pip[@]}" "torch==$TORCH+cpu"
+    else
+      "${pip[@]}" --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH+cpu"
+    fi
+    "${pip[@]}" -e .
+  fi
+  echo "$stamp" >"$stamp_file"
+}
+
+# supervisord's shutdown only asks; wait (the programs' stop timeouts and a margin) until it has exited.
+stop_native() {
+  local pid; pid=$(cat "$HYMT_RUN_DIR/supervisord.pid" 2>/dev/null || true)
+  if ! [ -x .venv/bin/supervisorctl ] || ! .venv/bin/supervisorctl -s "$1" shutdown >/dev/null 2>&1; then
+    echo "hymt is not running"; return 0
+  fi
+  local started=$SECONDS
+  while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; do
+    if [ $((SECONDS - started)) -ge 60 ]; then
+      echo "start.sh: supervisord ($pid) is still stopping after 60 s" >&2; exit 1
+    fi
+    sleep 0.5
+  done
+  echo "hymt stopped"
+}
+
 run_native() {
   export HYMT_ROOTFS="$ROOT/rootfs" HYMT_RUN_DIR="$ROOT/.run" HYMT_LOG_DIR="$ROOT/.run/logs"
   export HYMT_COMPILE_CACHE_DIR="${HYMT_COMPILE_CACHE_DIR:-$ROOT/.cache/compile}"
   export HYMT_PYTHON="$ROOT/.venv/bin/python" HYMT_SUPERVISORD="$ROOT/.venv/bin/supervisord"
   local sock="unix://$HYMT_RUN_DIR/supervisor.sock"
-  if [ "$stop" = 1 ]; then
-    "$ROOT/.venv/bin/supervisorctl" -s "$sock" shutdown >/dev/null 2>&1 && echo "hymt stopped" || echo "hymt is not running"
-    return 0
+  if [ "$stop" = 1 ]; then stop_native "$sock"; return 0; fi
+  command -v python3 >/dev/null || { echo "start.sh: python3 is missing: install Python 3.11 or newer" >&2; exit 1; }
+  local gpu=0
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
+  if [ "$gpu" = 0 ] && [ -z "$model" ] && [ "$test_model" = 0 ] && [ -z "${HYMT_MODEL:-}" ]; then
+    echo "start.sh: no GPU found (nvidia-smi) and no model given: ./start.sh --test-model shows the appliance on a" \
+         "tiny random-weight model, ./start.sh --native --model DIR serves a checkpoint on disk" >&2
+    exit 2
   fi
-  command -v python3 >/dev/null || { echo "start.sh: python3 is missing: install Python 3.10 or newer" >&2; exit 1; }
-  if [ ! -x .venv/bin/python ]; then
-    echo "creating .venv"; python3 -m venv .venv
+  install_venv "$gpu"
+  if [ "$test_model" = 1 ]; then
+    model="$ROOT/.cache/test-model"
+    [ -f "$model/config.json" ] || .venv/bin/hymt make-test-model "$model" >/dev/null
+    echo "the test model has random weights: the appliance works, but its translations are random tokens"
   fi
-  echo "installing hymt and its pinned dependencies into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
-  if command -v nvidia-smi >/dev/null 2>&1; then extras="[gpu]"; else extras=""; fi
-  .venv/bin/pip install -q --disable-pip-version-check -e ".$extras"
   [ -n "$model" ] && export HYMT_MODEL="$model"
+  if [ -z "${HYMT_MODEL:-}" ]; then
+    echo "no --model: the first start downloads tencent/Hunyuan-MT-7B (about 16 GB) from the Hugging Face hub"
+  fi
   # Port 80 needs root outside a container; natively the default is 8080.
   export HYMT_PORT="${port:-${HYMT_PORT:-8080}}"
   if .venv/bin/supervisorctl -s "$sock" status hymt-server >/dev/null 2>&1; then
@@ -88,6 +145,7 @@ run_native() {
     wait "$pid" 2>/dev/null || true
     exit 1
   fi
+  [ "$test_model" = 1 ] && echo "(the test model: its translations are random tokens)"
   echo "logs: $HYMT_LOG_DIR; stop with ./start.sh --native --stop"
 }
 

@@ -180,9 +180,42 @@ def test_start_sh_native_brings_up_a_healthy_appliance(test_model, tmp_path):
         assert f"hymt is ready: http://localhost:{port}/" in up.stdout
         assert httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "healthy"
     finally:
+        supervisord = (ROOT / ".run" / "supervisord.pid").read_text().strip()
         down = subprocess.run([str(ROOT / "start.sh"), "--native", "--stop"], capture_output=True, text=True,
-                              timeout=60, env=env)
+                              timeout=90, env=env)
     assert "hymt stopped" in down.stdout
+    assert not Path(f"/proc/{supervisord}").exists()  # --stop returned once supervisord (and its programs) ended
+    assert (ROOT / ".venv" / ".hymt-installed").is_file()  # what the next start compares before running pip
+
+
+def test_start_sh_test_model_is_one_command_and_says_it_is_noise():
+    """--test-model: the venv (pip not run again: the start above left it up to date), the test model, the
+    appliance, and the warning that its translations are random tokens."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}
+    env.update(HYMT_MAX_NEW_TOKENS="8")
+    try:
+        up = subprocess.run([str(ROOT / "start.sh"), "--test-model", "--port", str(port)], capture_output=True,
+                            text=True, timeout=600, env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "installing hymt" not in up.stdout
+        assert "its translations are random tokens" in up.stdout and f"hymt is ready: http://localhost:{port}/" \
+            in up.stdout
+        health = httpx.get(f"http://127.0.0.1:{port}/health").json()
+        assert health["status"] == "healthy" and health["model"] == str(ROOT / ".cache" / "test-model")
+    finally:
+        down = subprocess.run([str(ROOT / "start.sh"), "--native", "--stop"], capture_output=True, text=True,
+                              timeout=90, env=env)
+    assert "hymt stopped" in down.stdout
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU machine may start the default model")
+def test_start_sh_without_gpu_or_model_says_what_to_do():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}
+    result = subprocess.run([str(ROOT / "start.sh"), "--native"], capture_output=True, text=True, timeout=60,
+                            env=env)
+    assert result.returncode == 2 and "./start.sh --test-model" in result.stderr
+    assert "installing" not in result.stdout
 
 
 def test_start_sh_native_ends_with_the_reason_when_the_model_is_broken(test_model, tmp_path):
@@ -224,7 +257,8 @@ def test_start_sh_without_a_docker_engine_says_what_to_do():
 
 def test_start_sh_bad_arguments():
     for args, needle in ((["--bogus"], "unknown option --bogus"), (["--model", "/nope"], "not a model directory"),
-                         (["--port", "x"], "--port must be a number")):
+                         (["--port", "x"], "--port must be a number"),
+                         (["--test-model", "--model", "/tmp"], "--model and --test-model exclude each other")):
         result = subprocess.run([str(ROOT / "start.sh"), *args], capture_output=True, text=True, timeout=30)
         assert result.returncode == 2 and needle in result.stderr
 

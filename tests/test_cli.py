@@ -71,15 +71,17 @@ def test_unloadable_model_exits_1_with_one_line(model, needle):
     result = run("translate", "--model", model, "--to", "en", "-", stdin="hi",
                  env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 1
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert needle in result.stderr
+    # What the loading did so far, then one line that says why it failed.
+    *said, error = result.stderr.strip().splitlines()
+    assert all(line.startswith("hymt: loading") for line in said), result.stderr
+    assert error.startswith("hymt: error: ") and needle in error
 
 
 def test_wrong_architecture_is_refused(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
     result = run("translate", "--model", str(tmp_path), "--to", "en", "-", stdin="hi")
     assert result.returncode == 1
-    assert "hymt serves the Hunyuan-MT family" in result.stderr
+    assert "hymt serves the Hunyuan-MT family" in result.stderr.strip().splitlines()[-1]
 
 
 def test_make_test_model(tmp_path):
@@ -111,3 +113,78 @@ def test_documents_by_extension(test_model, tmp_path):
 
     result = run("translate", "--to", "de", str(tmp_path / "a.pdf"), "-o", str(tmp_path / "b.pdf"))
     assert result.returncode == 2 and ".pdf is not a supported format" in result.stderr
+
+
+@pytest.mark.parametrize("name,output,needle", [
+    ("letter.rtf", None, ".rtf is not a supported format; supported: .txt, .md"),
+    ("scan.pdf", None, ".pdf is not a supported format"),
+    ("README", None, "a file without an extension is not a supported format"),
+    ("notes.txt", "notes.docx", "the output must end in .txt too"),
+    ("deck.pptx", "deck.txt", "the output must end in .pptx too"),
+])
+def test_the_file_types_are_the_servers(tmp_path, name, output, needle):
+    """Exactly what the server's /translate_file takes (documents.FORMATS), refused before any model loads."""
+    (tmp_path / name).write_bytes(b"{\\rtf1 Hello}" if name.endswith(".rtf") else b"%PDF-1.4 hello")
+    extra = ["-o", str(tmp_path / output)] if output else []
+    result = run("translate", "--to", "de", "--model", "/no/such/model", str(tmp_path / name), *extra)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert needle in result.stderr
+
+
+def test_loading_is_announced(test_model):
+    result = run("translate", "--model", str(test_model), "--to", "de", "--greedy", "-", stdin="Hello.")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"hymt: loading {test_model} (profile cpu)")
+    assert "hymt: loading weights" in result.stderr and "hymt: model ready" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def server(test_model, tmp_path_factory):
+    from servers import Server
+
+    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "cli.log", HYMT_API_KEYS="k1")
+    srv.wait_healthy()
+    yield srv
+    srv.stop()
+
+
+def test_through_a_running_server(server, tmp_path):
+    import docx
+
+    from test_documents import _docx
+
+    lines = ["First line.", "", "  Indented second.", "Third."]
+    result = run("translate", "--server", server.url, "--api-key", "k1", "--to", "de", "-",
+                 stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.split("\n")
+    assert len(out) == 5 and out[1] == "" and out[2].startswith("  ") and out[4] == ""
+    assert f"hymt: sending stdin.txt to {server.url}" in result.stderr and "hymt: loading" not in result.stderr
+
+    source = tmp_path / "report.docx"
+    source.write_bytes(_docx())
+    result = run("translate", "--server", server.url, "--api-key", "k1", "--to", "fr", str(source))
+    assert result.returncode == 0, result.stderr
+    assert f"{tmp_path / 'report.fr.docx'}: 7 segments translated" in result.stderr
+    assert len(docx.Document(str(tmp_path / "report.fr.docx")).tables) == 1
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["--api-key", "wrong"], 2, "the server answered 403: invalid API key"),
+    (["--greedy"], 2, "--greedy is for a model loaded here"),
+    (["--model", "/x"], 2, "--model is for a model loaded here"),
+])
+def test_server_refusals_are_one_line(server, args, code, needle):
+    result = run("translate", "--server", server.url, "--to", "de", *args, "-", stdin="Hello.")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("hymt: error: ")]
+    assert result.returncode == code and len(errors) == 1 and needle in errors[0], result.stderr
+
+
+def test_an_unreachable_server_is_one_line():
+    from servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    result = run("translate", "--server", url, "--to", "de", "-", stdin="Hello.")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"hymt: error: cannot reach the hymt server at {url}")

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from .documents import FORMATS
 from .errors import BadRequest, HymtError
 from .family import FAMILIES, HUNYUAN_MT_7B
 from .settings import PROFILE_CHOICES, Settings
@@ -26,10 +27,13 @@ def _parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("translate", help="translate a document (by its extension), or text to standard output")
     t.add_argument("input", nargs="?", default="-",
-                   help="a document (.docx .pptx .xlsx .html .md .srt .vtt .po .pot .xliff .xlf .epub; .txt with -o),"
-                        " a text file, or - for standard input")
+                   help=f"a file of a format the server takes ({' '.join(FORMATS)}; a .txt goes to standard output "
+                        "unless -o), or - for text on standard input")
     t.add_argument("-o", "--output", help="where to write the translated document (default: NAME.LANG.EXT beside it)")
     t.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
+    t.add_argument("--server", help="translate through a running hymt server at this URL (e.g. "
+                                    "http://localhost:8080) instead of loading a model here")
+    t.add_argument("--api-key", help="the key a --server that requires keys wants")
     t.add_argument("--to", required=True, dest="target", help="target language code, e.g. en, zh, zh-Hant, bo")
     t.add_argument("--from", dest="source", default="auto", help="source language code, or auto (default)")
     t.add_argument("--greedy", action="store_true", default=None, help="greedy decoding instead of sampling")
@@ -104,16 +108,44 @@ def _quiet_libraries() -> None:
 
 
 def _translate(args, settings: Settings) -> int:
-    from tqdm import tqdm
+    from . import languages
 
-    from . import detect, languages, prompts
-
-    settings = settings.replace(model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens,
-                                profile=args.profile)
     target = languages.resolve(args.target, "target language")
     source = None if args.source == "auto" else languages.resolve(args.source, "source language")
-    if args.output or _is_document(args.input):
+    ext = _input_format(args)
+    if args.server:
+        return _translate_remote(args, source, target, ext)
+    settings = settings.replace(model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens,
+                                profile=args.profile)
+    if ext is not None and (args.output or ext != ".txt"):
         return _translate_document(args, settings, source, target)
+    return _translate_text(args, settings, source, target)
+
+
+def _input_format(args) -> str | None:
+    """The input's format by its extension: exactly the server's formats (documents.FORMATS), anything else
+    refused as the server refuses it; None for text on standard input. An output goes in the input's format."""
+    from . import documents
+
+    if args.input == "-":
+        if args.output:
+            raise BadRequest("a document needs a file name (its extension picks the format), not standard input")
+        return None
+    ext = documents.extension(args.input)
+    if args.output:
+        out_ext = os.path.splitext(args.output)[1].lower()
+        if out_ext not in documents.FORMATS or documents.media_type(out_ext) != documents.media_type(ext):
+            raise BadRequest(f"-o {args.output}: the translation is written in the input's format, so the output "
+                             f"must end in {ext} too")
+    return ext
+
+
+def _translate_text(args, settings: Settings, source, target) -> int:
+    """Text (standard input, or a .txt without -o) to standard output, line for line."""
+    from tqdm import tqdm
+
+    from . import detect, prompts
+
     try:
         if args.input == "-":
             text = sys.stdin.read()
@@ -162,14 +194,31 @@ def _start_engine(settings: Settings):
 
     decision = decide(settings)
     apply_memory_cap(settings.gpu_memory_gb)
-    return engine_mod.start(settings, decision)
+    # Loading takes from seconds to minutes: say what is happening meanwhile, on stderr.
+    print(f"hymt: loading {settings.model} (profile {decision.profile})", file=sys.stderr, flush=True)
+    engine = engine_mod.start(settings, decision, lambda text: print(f"hymt: {text}", file=sys.stderr, flush=True))
+    print("hymt: model ready", file=sys.stderr, flush=True)
+    return engine
 
 
-def _is_document(path: str) -> bool:
-    from .documents import FORMATS
+def _output_path(args, ext: str, target) -> str:
+    from . import documents
 
-    ext = os.path.splitext(path)[1].lower()
-    return path != "-" and ext in FORMATS and ext != ".txt"
+    return args.output or os.path.join(os.path.dirname(args.input),
+                                       documents.download_name(os.path.basename(args.input), ext, target.code))
+
+
+def _write(output: str, data: bytes) -> None:
+    try:
+        with open(output, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise BadRequest(f"cannot write {output}: {exc}") from None
+
+
+def _summary(output: str, segments: int, fallbacks: int) -> None:
+    more = f", {fallbacks} with markup around the whole segment" if fallbacks else ""
+    print(f"{output}: {segments} segments translated{more}", file=sys.stderr)
 
 
 def _translate_document(args, settings: Settings, source, target) -> int:
@@ -179,8 +228,6 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     from . import detect, documents, prompts
     from .documents.translate import translate_texts
 
-    if args.input == "-":
-        raise BadRequest("a document needs a file name (its extension picks the format), not standard input")
     ext = documents.extension(args.input)
     try:
         with open(args.input, "rb") as f:
@@ -192,8 +239,7 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     if source is None and texts:
         found = detect.detect(prepared.sample())
         source = found.language if found else None
-    output = args.output or os.path.join(os.path.dirname(args.input),
-                                         documents.download_name(os.path.basename(args.input), ext, target.code))
+    output = _output_path(args, ext, target)
     translations: list[str] = []
     if texts:
         engine = _start_engine(settings)
@@ -206,13 +252,53 @@ def _translate_document(args, settings: Settings, source, target) -> int:
             bar.close()
             engine.stop()
     result = documents.finish(prepared, translations)
+    _write(output, result.data)
+    _summary(output, result.segments, result.markup_fallbacks)
+    return 0
+
+
+def _translate_remote(args, source, target, ext: str | None) -> int:
+    """Through a running server: the file (standard input as a .txt document) sent, its translation downloaded."""
+    from tqdm import tqdm
+
+    from . import remote
+
+    local = [name for name, value in (("--model", args.model), ("--profile", args.profile),
+                                      ("--max-segment-tokens", args.max_segment_tokens), ("--greedy", args.greedy),
+                                      ("--stats", args.stats or None)) if value is not None]
+    if local:
+        raise BadRequest(f"{local[0]} is for a model loaded here; the server at --server uses its own settings")
     try:
-        with open(output, "wb") as f:
-            f.write(result.data)
+        if args.input == "-":
+            name, data = "stdin.txt", sys.stdin.buffer.read()
+        else:
+            name = os.path.basename(args.input)
+            with open(args.input, "rb") as f:
+                data = f.read()
     except OSError as exc:
-        raise BadRequest(f"cannot write {output}: {exc}") from None
-    fallbacks = f", {result.markup_fallbacks} with markup around the whole segment" if result.markup_fallbacks else ""
-    print(f"{output}: {result.segments} segments translated{fallbacks}", file=sys.stderr)
+        raise BadRequest(f"cannot read {args.input}: {exc}") from None
+    print(f"hymt: sending {name} to {args.server}", file=sys.stderr, flush=True)
+    bars: list = []
+
+    def on_start(total: int) -> None:
+        bars.append(tqdm(total=total, unit="seg", file=sys.stderr, desc=name))
+
+    def on_progress(done: int, total: int) -> None:
+        bars[0].update(done - bars[0].n)
+
+    try:
+        translated, report = remote.translate_file(args.server, name, data, source, target, args.api_key,
+                                                   on_start, on_progress)
+    finally:
+        for bar in bars:
+            bar.close()
+    if ext is None or (ext == ".txt" and not args.output):
+        sys.stdout.buffer.write(translated)
+        sys.stdout.flush()
+        return 0
+    output = _output_path(args, ext, target)
+    _write(output, translated)
+    _summary(output, report["segments"], report.get("markup_fallback_segments", 0))
     return 0
 
 

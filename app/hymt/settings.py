@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -57,6 +58,9 @@ class Settings:
     rate_limit_per_address: int = 0
     adapters: str | None = None
     api_keys: tuple[str, ...] = field(default_factory=tuple)
+    # Origins whose pages may call the API from a browser (CORS): "*" for any, or a list of origins such as
+    # https://app.example.org; "none" for no cross-origin access. Credentials (cookies) are never allowed.
+    cors_origins: tuple[str, ...] = ("*",)
     decision_file: str | None = None
     log_level: str = "info"
     # cuDNN's attention kernels for SDPA (the gathering attention path). Off: on an H200 they build a graph for each
@@ -112,6 +116,12 @@ class Settings:
             raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:
             raise ConfigError(f"HYMT_GPU_MEMORY_GB must be positive, not {self.gpu_memory_gb}")
+        for origin in self.cors_origins:
+            if origin not in ("*", "none") and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ConfigError(f"HYMT_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], no path), "
+                                  "* or none")
+        if "none" in self.cors_origins and len(self.cors_origins) > 1:
+            raise ConfigError("HYMT_CORS_ORIGINS: none cannot be combined with origins")
         if not 16 <= self.max_segment_tokens <= 4096:
             raise ConfigError("HYMT_MAX_SEGMENT_TOKENS must be between 16 and 4096 (input + output stay inside 8k)")
 

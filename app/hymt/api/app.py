@@ -10,6 +10,7 @@ import uuid
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -132,4 +133,12 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
     app.state.files = files.FileStore(settings.files_dir, settings.file_retention_s)
     app.state.metrics = Metrics(service)
     app.add_middleware(_Observe, metrics_of=lambda: app.state.metrics)
+    if "none" not in settings.cors_origins:
+        # Added last, so outermost: preflights are answered before routing (and counted by no route), and the
+        # 4xx answers carry the headers too, so a page on another origin can read why it was refused. Every
+        # method and header a client asks for is allowed (Authorization included: the requested headers are
+        # echoed, as a wildcard would not cover it); cookies never are, so "*" stays safe.
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"],
+                           allow_headers=["*"], allow_credentials=False,
+                           expose_headers=["Retry-After", "Content-Disposition"], max_age=600)
     return app

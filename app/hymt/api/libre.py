@@ -11,13 +11,12 @@ from starlette.responses import JSONResponse
 from .. import documents
 from ..documents import html as html_documents
 from ..detect import Detection, detect
+from ..errors import BadRequest
 from ..languages import LANGUAGES, Language
 from ..prompts import Sampling
 from . import parsing
+from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
 from .service import Service, run_to_end
-
-
-ALTERNATIVES_MAX = 10
 
 
 def _service(request: Request) -> Service:
@@ -48,29 +47,51 @@ async def translate(request: Request) -> JSONResponse:
     target = parsing.language(data, "target", allow_auto=False)
     fmt = parsing.choice(data, "format", ("text", "html"), "text")
     options, quality = parsing.options(data, settings), parsing.quality(data)
-    alternatives = parsing.count(data, "alternatives", ALTERNATIVES_MAX)
+    alternatives = parsing.count(data, "alternatives", ALTERNATIVES_LIMIT) or 0
+    if alternatives and quality == "best":
+        raise BadRequest("alternatives cannot be combined with quality best (which fuses its candidates into "
+                         "one translation)", error_type="invalid_value")
     sampling = Sampling(greedy=settings.greedy)
     if quality == "best":
         service.fusion_engine()  # 422 at once when the mode is unavailable
     sources, detections = await run_in_threadpool(detect_sources, texts, source)
 
-    fallbacks = None
     if fmt == "html":
         # A real HTML parser; each sentence with its inline tags as markers is one segment.
-        docs = [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
+        def read() -> list[documents.Prepared]:
+            return [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
+
+        docs = read()
         items = [(text, src) for doc, src in zip(docs, sources) for text in doc.texts]
-        job = await run_to_end(service, items, target, sampling, request, replace(options, formatted=True),
-                               quality) if items else None
-        flat = job.texts() if job else []
-        finished, pos = [], 0
-        for doc in docs:
-            finished.append(documents.finish(doc, flat[pos:pos + len(doc.texts)]))
-            pos += len(doc.texts)
-        results = [r.data for r in finished]
-        fallbacks = sum(r.markup_fallbacks for r in finished)
+        options = replace(options, formatted=True)
     else:
-        job = await run_to_end(service, list(zip(texts, sources)), target, sampling, request, options, quality)
-        results = job.texts()
+        items = list(zip(texts, sources))
+    if not items:
+        jobs = []
+    elif alternatives:
+        jobs = await translate_candidates(service, items, target, options, request)
+    else:
+        jobs = [await run_to_end(service, items, target, sampling, request, options, quality)]
+
+    fallbacks = None
+    if fmt == "html":
+        # Each candidate is written back into its own copy of the fragments.
+        candidates, fallbacks_of = [], []
+        for n, job in enumerate(jobs or [None]):
+            finished, flat, pos = [], job.texts() if job else [], 0
+            for doc in docs if n == 0 else read():
+                finished.append(documents.finish(doc, flat[pos:pos + len(doc.texts)]))
+                pos += len(doc.texts)
+            candidates.append([r.data for r in finished])
+            fallbacks_of.append([r.markup_fallbacks for r in finished])
+    else:
+        candidates = [job.texts() for job in jobs]
+    # Per text: the candidates' distinct translations, best first.
+    chosen = [rank([c[i] for c in candidates]) or [0] for i in range(len(texts))] if alternatives else \
+        [[0]] * len(texts)
+    results = [candidates[order[0]][i] for i, order in enumerate(chosen)]
+    if fmt == "html":
+        fallbacks = sum(fallbacks_of[order[0]][i] for i, order in enumerate(chosen))
 
     body: dict = {"translatedText": results if as_list else results[0]}
     if source is None:
@@ -78,12 +99,25 @@ async def translate(request: Request) -> JSONResponse:
         body["detectedLanguage"] = found if as_list else found[0]
     if fallbacks is not None:
         body["markup_fallback_segments"] = fallbacks
-    report = job.glossary_report() if job else None
+    report = _glossary_report(jobs, [order[0] for order in chosen], docs if fmt == "html" else None)
     if report is not None:
         body["glossary"] = report
-    if alternatives is not None:  # LibreTranslate clients may ask; one model gives one translation
-        body["alternatives"] = [[] for _ in results] if as_list else []
+    if "alternatives" in data:
+        found = [[candidates[j][i] for j in order[1:alternatives + 1]] for i, order in enumerate(chosen)]
+        body["alternatives"] = found if as_list else found[0]
     return JSONResponse(body)
+
+
+def _glossary_report(jobs: list, chosen: list[int], docs) -> dict | None:
+    """The glossary report of the translations given: each text's misses from the candidate chosen for it (a
+    job's documents are the texts, or with format html the text pieces of each fragment in turn)."""
+    reports = [job.glossary_report() for job in jobs]
+    if not reports or reports[0] is None:
+        return None
+    owner = [d for d, doc in enumerate(docs) for _ in doc.texts] if docs else list(range(len(chosen)))
+    misses = [miss for j, report in enumerate(reports) for miss in report["misses"]
+              if chosen[owner[miss["document"]]] == j]
+    return {**reports[0], "misses": misses}
 
 
 async def detect_language(request: Request) -> JSONResponse:

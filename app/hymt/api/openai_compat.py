@@ -108,30 +108,40 @@ async def chat_completions(request: Request):
     if quality == "best":
         service.fusion_engine()  # 422 at once when the mode is unavailable
     (src,), _ = await run_in_threadpool(detect_sources, [text], source)
+    include_usage = _include_usage(data, stream)
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())
 
-    def chunk(delta: dict, finish: str | None = None, **extra) -> str:
+    def chunk(delta: dict | None, finish: str | None = None, **extra) -> str:
+        # With stream_options.include_usage every chunk has "usage" (null but in the last), as OpenAI sends it.
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
         body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+                "choices": choices, **({"usage": None} if include_usage else {}), **extra}
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    def usage(job) -> dict:
+        tokens_in = service.engine.runner.count_tokens(text)
+        return {"prompt_tokens": tokens_in, "completion_tokens": job.tokens_out,
+                "total_tokens": tokens_in + job.tokens_out}
+
+    def ending(job) -> list[str]:
+        end = [chunk({}, "stop", glossary=job.glossary_report())]
+        if include_usage:
+            end.append(chunk(None, usage=usage(job)))
+        return end + ["data: [DONE]\n\n"]
 
     if not stream or quality == "best":
         # Quality "best" answers when the fusion is done: a stream of it is one chunk.
         job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
         (translated,) = job.texts()
         if stream:
-            return StreamingResponse(_one_chunk(chunk, translated, job.glossary_report()),
+            return StreamingResponse(_chunks([chunk({"role": "assistant", "content": translated})] + ending(job)),
                                      media_type="text/event-stream", headers=SSE_HEADERS)
-        tokens_in = service.engine.runner.count_tokens(text)
-        tokens_out = job.tokens_out
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": translated},
                          "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                      "total_tokens": tokens_in + tokens_out},
-            "glossary": job.glossary_report(),
+            "usage": usage(job), "glossary": job.glossary_report(),
         })
 
     job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
@@ -150,14 +160,25 @@ async def chat_completions(request: Request):
             if len(done) > len(sent) and done.startswith(sent):
                 yield chunk({"content": done[len(sent):]})
                 sent = done
-        yield chunk({}, "stop", glossary=job.glossary_report())
-        yield "data: [DONE]\n\n"
+        for line in ending(job):
+            yield line
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
+def _include_usage(data: dict, stream: bool) -> bool:
+    """stream_options.include_usage: a last chunk with the usage (an answer that is not a stream has it anyway)."""
+    options = data.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise BadRequest("stream_options must be an object", error_type="invalid_type")
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise BadRequest("stream_options.include_usage must be true or false", error_type="invalid_type")
+    return include and stream
 
-async def _one_chunk(chunk, text: str, glossary: dict | None):
-    yield chunk({"role": "assistant", "content": text})
-    yield chunk({}, "stop", glossary=glossary)
-    yield "data: [DONE]\n\n"
+
+async def _chunks(lines: list[str]):
+    for line in lines:
+        yield line

@@ -9,7 +9,7 @@ from ..documents import FORMATS
 from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
 from ..languages import ALIASES, LANGUAGES
 from ..settings import Settings
-from .libre import ALTERNATIVES_MAX
+from .alternatives import ALTERNATIVES_LIMIT
 from .openai_compat import MODEL_NAME, ROLES
 
 # At least one character that is not white space, as str.strip counts it: spelled out, because regular expression
@@ -76,7 +76,9 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
                             f"{settings.max_chars} characters each at most"}
     target = {"type": "string", "enum": codes, "description": "language code (see /languages) or alias"}
     source = {"type": "string", "enum": ["auto", *codes], "default": "auto"}
-    api_key = {"type": "string", "description": "when the server requires keys (or send Authorization: Bearer)"}
+    api_key = {"type": ["string", "null"],
+               "description": "when the server requires keys (or send Authorization: Bearer); null: no key"}
+    api_key_form = {**api_key, "type": "string"}
     term = {"type": "string", "maxLength": MAX_TERM_CHARS, "pattern": NONBLANK}
     quality_fields = {
         "glossary": {"type": ["array", "null"], "maxItems": MAX_REQUEST_TERMS, "items": _object(
@@ -96,16 +98,21 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
     quality_form = {"context": {"type": "string", "enum": ["true", "false"]}, "quality": quality_fields["quality"]}
     translate = _object({"q": texts, "source": source, "target": target,
                          "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
-                         "alternatives": {"type": "integer", "minimum": 0, "maximum": ALTERNATIVES_MAX},
+                         "alternatives": {"type": "integer", "minimum": 0, "maximum": ALTERNATIVES_LIMIT,
+                                          "description": "distinct other translations per text, best first "
+                                                         "(sampled side by side; format text or html)"},
                          "api_key": api_key, **quality_fields}, ["q", "target"])
     # In a form every value is text: a list is the field repeated, a number its digits.
     translate_form = _object({**{k: v for k, v in translate["properties"].items() if k != "glossary"},
-                              **quality_form, "alternatives": {"type": "string", "pattern": "^0*([0-9]|10)$"}},
+                              **quality_form, "api_key": api_key_form, "alternatives": {"type": "string",
+                                                               "pattern": f"^0*[0-{ALTERNATIVES_LIMIT}]$"}},
                              ["q", "target"], description="a form; glossary may be sent as a JSON string of the list")
     form_content = {"application/x-www-form-urlencoded": {"schema": translate_form},
                     "multipart/form-data": {"schema": translate_form}}
     detect = _object({"q": texts, "api_key": api_key}, ["q"])
-    detect_form = {"application/x-www-form-urlencoded": {"schema": detect}, "multipart/form-data": {"schema": detect}}
+    detect_in_form = _object({"q": texts, "api_key": api_key_form}, ["q"])
+    detect_form = {"application/x-www-form-urlencoded": {"schema": detect_in_form},
+                   "multipart/form-data": {"schema": detect_in_form}}
     page = _object({"text": text, "source": source, "target": target, "stream": {"type": "boolean"},
                     "greedy": {"type": "boolean"}, **quality_fields}, ["text", "target"])
     part = _object({"type": {"type": "string", "const": "text"}, "text": any_text}, ["type", "text"])
@@ -121,6 +128,8 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
                      "description": "the last user message with text is translated"},
         "target_language": target, "source_language": source,
         "stream": {"type": "boolean"}, "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "stream_options": {"type": ["object", "null"], "properties": {"include_usage": {"type": "boolean"}},
+                           "description": "include_usage: a stream's last chunk carries the usage"},
         **quality_fields},
         ["messages"],
         anyOf=[{"required": ["target_language"]},
@@ -144,7 +153,7 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
         formats = " ".join(FORMATS)
         body = {"required": True, "content": {"multipart/form-data": {"schema": _object(
             {"file": {"type": "string", "format": "binary", "description": f"a document: {formats}"},
-             "source": source, "target": target, "api_key": api_key}, ["file", "target"])}}}
+             "source": source, "target": target, "api_key": api_key_form}, ["file", "target"])}}}
         operation = post(f"{summary}. Formats: {formats}", body, ok)["post"]
         operation["responses"]["413"] = _error("Error", "The file is over HYMT_MAX_FILE_BYTES")
         operation["responses"]["415"] = _error("Error", "Not a supported format (the message lists them)")

@@ -46,8 +46,25 @@ class _TextPartsChecked(MultiPartParser):
 
 async def read_body(request: Request, settings: Settings, forms: bool = True, limit: int | None = None) -> dict:
     """The body as a dict: JSON (an object), or with `forms` an urlencoded or multipart form, whose fields given
-    more than once (q=a&q=b) become lists. Any other content type is a 415. `limit`: the largest body in bytes
-    (default: the upload limit for text requests; documents have their own)."""
+    more than once (q=a&q=b) become lists; with `forms`, the query string's fields fill in what a form or an
+    empty body lacks, as LibreTranslate reads them (deep-translator sends a POST with its fields there). Any
+    other content type is a 415. `limit`: the largest body in bytes (default: the upload limit for text
+    requests; documents have their own)."""
+    data = await _read_body(request, settings, forms, limit)
+    if forms and request.url.query and (isinstance(data, FormData) or not data):
+        try:
+            query = parse_qsl(request.url.query, keep_blank_values=True, encoding="utf-8", errors="strict",
+                              max_num_fields=MAX_FORM_FIELDS)
+        except UnicodeDecodeError:
+            raise BadRequest("the query string is not UTF-8 text", error_type="invalid_text") from None
+        except ValueError as exc:
+            raise BadRequest(f"invalid query string: {exc}") from None
+        fields = _form_data(query)
+        data = FormData({**fields, **data})
+    return data
+
+
+async def _read_body(request: Request, settings: Settings, forms: bool, limit: int | None) -> dict:
     limit = limit or settings.max_upload_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -160,9 +177,11 @@ def _check_api_key(data: dict, request: Request, settings: Settings) -> int | No
     """The position of the request's key in HYMT_API_KEYS (None when keys are off). The key comes from the body's
     `api_key` (LibreTranslate clients) or `Authorization: Bearer` (OpenAI clients); it is compared with every
     configured key in constant time, so timing tells nothing about how much of it was right."""
-    key = data.get("api_key", "")
+    key = data.get("api_key")
+    if key is None:  # absent or null (Mastodon without a key configured): no key, as LibreTranslate reads it
+        key = ""
     if not isinstance(key, str):
-        raise BadRequest("api_key must be a string", error_type="invalid_type")
+        raise BadRequest("api_key must be a string or null", error_type="invalid_type")
     if not settings.api_keys:
         return None
     if not key:

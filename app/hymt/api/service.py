@@ -192,9 +192,17 @@ async def queue_candidates(service: Service, items: list[tuple[str, Language | N
     fusion = service.fusion_engine()
     options = dataclasses.replace(options, max_segment_tokens=best_segment_tokens(service.settings,
                                                                                    fusion.max_seq_tokens))
+    return await queue_samplings(service, items, target, CANDIDATE_SAMPLINGS, options)
+
+
+async def queue_samplings(service: Service, items: list[tuple[str, Language | None]], target: Language,
+                          samplings: tuple[Sampling, ...], options: Options
+                          ) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
+    """The texts queued once per decoding setting, together, so that the engine's batch decodes them side by
+    side; all or none are queued (a full queue refuses the request before any work)."""
     queued: list[tuple[Job, asyncio.Queue[Event]]] = []
     try:
-        for sampling in CANDIDATE_SAMPLINGS:
+        for sampling in samplings:
             queued.append(await submit(service, items, target, sampling, options=options))
     except BaseException:
         for job, _ in queued:

@@ -3,7 +3,11 @@
 
 const $ = (id) => document.getElementById(id);
 const state = { languages: [], charLimit: 20000, busy: false, controller: null, detected: null,
-  fileFormats: [".txt", ".md", ".srt"] };
+  fileFormats: [".txt", ".md", ".srt"], typingDelay: 500, typingTimer: null, lastSent: null };
+// A detection less sure than this is shown as a guess.
+const GUESS_BELOW = 60;
+// The shareable URL carries the text up to this length (longer ones carry the languages only).
+const URL_TEXT_MAX = 2000;
 // Documents whose translation is text worth showing on the page as well as offering for download.
 const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
 const GLOSSARY_KEY = "hymt.glossary";  // sessionStorage: the glossary lives as long as the tab
@@ -20,22 +24,42 @@ function authHeaders() {
   return key ? { Authorization: `Bearer ${key}` } : {};
 }
 
-function fillSelect(select, filter, withAuto) {
-  const keep = select.value;
+function languageLabel(code) {
+  if (code === "auto") return "Auto-detect";
+  const lang = state.languages.find((l) => l.code === code);
+  return lang ? `${lang.name} · ${lang.native} (${lang.code})` : code;
+}
+
+function fillSelect(select, filter, withAuto, hint) {
+  // The search narrows the list; the selected language stays selected (listed first) until one is picked.
+  const keep = select.value || (withAuto ? "auto" : "en");
   const needle = filter.trim().toLowerCase();
+  const codes = (withAuto ? ["auto"] : []).concat(state.languages.map((l) => l.code));
+  const matches = codes.filter((code) => !needle || languageLabel(code).toLowerCase().includes(needle) ||
+    (state.languages.find((l) => l.code === code) || { chinese: "" }).chinese.includes(needle));
   select.replaceChildren();
-  if (withAuto) select.add(new Option("Auto-detect", "auto"));
-  for (const lang of state.languages) {
-    const label = `${lang.name} · ${lang.native} (${lang.code})`;
-    if (needle && !label.toLowerCase().includes(needle) && !lang.chinese.includes(needle)) continue;
-    select.add(new Option(label, lang.code));
-  }
-  if ([...select.options].some((o) => o.value === keep)) select.value = keep;
+  if (!matches.includes(keep)) select.add(new Option(`${languageLabel(keep)} (selected)`, keep));
+  for (const code of matches) select.add(new Option(languageLabel(code), code));
+  select.value = keep;
+  const found = matches.filter((c) => c !== "auto").length;
+  hint.textContent = !needle ? "" : found ? `${found} ${found === 1 ? "match" : "matches"}: pick from the list ` +
+    "(Enter: the first)" : `No language matches “${filter.trim()}”`;
+  return matches;
 }
 
 function refreshPickers() {
-  fillSelect($("source"), $("source-filter").value, true);
-  fillSelect($("target"), $("target-filter").value, false);
+  fillSelect($("source"), $("source-filter").value, true, $("source-hint"));
+  fillSelect($("target"), $("target-filter").value, false, $("target-hint"));
+}
+
+function pickFirstMatch(select, filter, withAuto, hint) {
+  // Enter in a search box: the first matching language is picked, as if chosen from the list.
+  const first = fillSelect(select, filter.value, withAuto, hint).find((c) => c !== select.value);
+  if (!first) return;
+  select.value = first;
+  filter.value = "";
+  fillSelect(select, "", withAuto, hint);
+  languagesChanged();
 }
 
 function updateCounter() {
@@ -58,6 +82,11 @@ function setBusy(busy) {
   state.busy = busy;
   $("translate").disabled = busy;
   $("translate").textContent = busy ? "Translating…" : "Translate";
+}
+
+function say(text) {
+  // The one place screen readers hear from: once per finished translation (the output itself is not live).
+  $("announce").textContent = text;
 }
 
 function parseEvents(buffer, onEvent) {
@@ -88,44 +117,66 @@ async function readEvents(response, onEvent) {
   }
 }
 
+function cancelRunning() {
+  if (state.controller) state.controller.abort();
+  state.controller = null;
+}
+
 async function postStream(url, { headers = {}, body }, onEvent, afterEvents = async () => {}) {
-  // One streaming POST, text or document: the page is busy and shows progress until the events end or fail.
+  // One streaming POST, text or document: a newer one cancels it. The page shows progress until the events end.
+  cancelRunning();
+  const controller = new AbortController();
+  state.controller = controller;
   $("message").textContent = "";
-  $("detected").textContent = "";
   $("download").hidden = true;
+  hideAlternatives();
   const progress = $("progress");
   progress.value = 0; progress.hidden = false;
   setBusy(true);
-  state.controller = new AbortController();
   try {
     const response = await fetch(url, { method: "POST", headers: { ...headers, ...authHeaders() }, body,
-                                        signal: state.controller.signal });
+                                        signal: controller.signal });
     if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
-    await readEvents(response, onEvent);
-    await afterEvents();
+    await readEvents(response, (kind, data) => { if (state.controller === controller) onEvent(kind, data); });
+    if (state.controller === controller) await afterEvents();
   } catch (err) {
-    if (err.name !== "AbortError") $("message").textContent = `Network error: ${err.message}`;
+    if (err.name !== "AbortError") $("message").textContent = `The server could not be reached: ${err.message}`;
   } finally {
-    setBusy(false);
-    progress.hidden = true;
+    if (state.controller === controller) {  // a request that was replaced leaves the page to its successor
+      state.controller = null;
+      setBusy(false);
+      progress.hidden = true;
+    }
   }
 }
 
-async function translate() {
+async function translate({ typed = false } = {}) {
+  // typed: from translate-as-you-type (quiet when there is nothing to do); otherwise the button or Ctrl+Enter.
+  clearTimeout(state.typingTimer);
   const text = $("input").value;
-  if (state.busy || !text.trim()) return;
+  if (!text.trim()) {
+    cancelRunning();
+    if (!typed) $("message").textContent = "Nothing to translate yet: type or paste some text first.";
+    return;
+  }
   if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
+  const request = { text, source: $("source").value, target: $("target").value,
+                    quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() };
+  if (typed && state.lastSent === JSON.stringify(request)) return;  // nothing changed since the last translation
+  state.lastSent = JSON.stringify(request);
+  updateUrl();
+  if (!typed) $("output-pane").scrollIntoView({ block: "nearest" });  // on a phone the result is below the text
   $("output").textContent = "";
   showGlossaryReport(null);
   const progress = $("progress");
+  const targetName = (state.languages.find((l) => l.code === request.target) || { name: request.target }).name;
   await postStream("/api/translate", {
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ text, source: $("source").value, target: $("target").value, stream: true,
-                           quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() }),
+    body: JSON.stringify({ ...request, stream: true }),
   }, (kind, body) => {
     if (kind === "start") {
       progress.max = Math.max(1, body.segments);
-      if (body.detectedLanguage) showDetected(body.detectedLanguage);
+      showDetected(body.detectedLanguage);
       if (body.quality === "best") $("output").textContent = "Translating six candidates…";
     } else if (kind === "candidates") {
       $("output").textContent = "Fusing the candidates…";
@@ -136,6 +187,7 @@ async function translate() {
       progress.value = progress.max;
       $("output").textContent = body.translatedText;
       showGlossaryReport(body.glossary);
+      say(`Translation into ${targetName} finished: ${body.translatedText.slice(0, 300)}`);
     } else if (kind === "error") {
       showError(0, body);
     }
@@ -143,9 +195,47 @@ async function translate() {
 }
 
 function showDetected(d) {
-  const lang = state.languages.find((l) => l.code === d.language);
-  state.detected = d.language;
-  $("detected").textContent = lang ? `Detected: ${lang.name} (${Math.round(d.confidence)}%)` : "";
+  // Beside the source picker: what auto-detection found, a low confidence shown as a guess.
+  const lang = d && state.languages.find((l) => l.code === d.language);
+  state.detected = lang ? d.language : null;
+  const el = $("detected");
+  el.classList.toggle("guess", Boolean(lang) && d.confidence < GUESS_BELOW);
+  if (!d) { el.textContent = ""; return; }
+  if (!lang) { el.textContent = "Detected: not sure which language this is"; return; }
+  const pct = Math.round(d.confidence);
+  el.textContent = d.confidence < GUESS_BELOW ? `Detected: perhaps ${lang.name} (a guess, ${pct}%)`
+    : `Detected: ${lang.name} (${pct}%)`;
+}
+
+function updateUrl() {
+  // The address carries the languages and (when not too long) the text, so it can be shared or bookmarked.
+  const params = new URLSearchParams({ source: $("source").value, target: $("target").value });
+  const text = $("input").value;
+  if (text && text.length <= URL_TEXT_MAX) params.set("q", text);
+  history.replaceState(null, "", `${location.pathname}?${params}`);
+}
+
+function readUrl() {
+  const params = new URLSearchParams(location.search);
+  const known = (code, auto) => (auto && code === "auto") || state.languages.some((l) => l.code === code);
+  if (known(params.get("source"), true)) $("source").value = params.get("source");
+  if (known(params.get("target"), false)) $("target").value = params.get("target");
+  if (params.get("q")) $("input").value = params.get("q");
+}
+
+function languagesChanged() {
+  // A new pair: the URL follows, and the text (if any) is translated again as if typed.
+  state.detected = $("source").value === "auto" ? state.detected : null;
+  if ($("source").value !== "auto") showDetected(null);
+  updateUrl();
+  scheduleTyping();
+}
+
+function scheduleTyping() {
+  // Translate as you type: once the typing pauses for the server's frontendTimeout; a newer request cancels the
+  // one running.
+  clearTimeout(state.typingTimer);
+  state.typingTimer = setTimeout(() => translate({ typed: true }), state.typingDelay);
 }
 
 async function loadFile(file) {
@@ -156,7 +246,8 @@ async function loadFile(file) {
     showError(415, { error: `${ext || "this file"} is not supported; supported: ${state.fileFormats.join(" ")}` });
     return;
   }
-  if (state.busy) return;
+  clearTimeout(state.typingTimer);
+  state.lastSent = null;
   $("output").textContent = `Translating ${file.name}…`;
   const progress = $("progress");
   const form = new FormData();
@@ -189,30 +280,133 @@ async function showFileResult(body, ext) {
     : `${body.name}: ${body.segments} segments translated.`;
   if (fallbacks) $("message").textContent = `${fallbacks} segment(s) lost their inline markup in translation: ` +
     "their formatting now covers the whole segment.";
+  say(`${body.name} is translated and ready to download.`);
+}
+
+function hideAlternatives() {
+  $("alternatives").hidden = true;
+  $("alternatives").replaceChildren();
+}
+
+async function showAlternatives() {
+  // LibreTranslate's alternatives: other translations of the same text, best first; picking one shows it.
+  const text = $("input").value;
+  if (!text.trim() || !$("output").textContent) {
+    $("message").textContent = "Translate a text first; then other translations of it can be shown.";
+    return;
+  }
+  $("message").textContent = "";
+  $("more").disabled = true;
+  $("note").textContent = "Looking for other translations…";
+  try {
+    const response = await fetch("/translate", {
+      method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() },
+      body: JSON.stringify({ q: text, source: $("source").value, target: $("target").value, alternatives: 3,
+                             glossary: glossaryTerms() }) });
+    const body = await response.json().catch(() => null);
+    if (!response.ok) { showError(response.status, body); return; }
+    const list = $("alternatives");
+    list.replaceChildren();
+    for (const alt of [body.translatedText, ...body.alternatives]) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = alt;
+      button.addEventListener("click", () => { $("output").textContent = alt; say("Translation replaced."); });
+      list.appendChild(document.createElement("li")).append(button);
+    }
+    list.hidden = false;
+    say(`${body.alternatives.length + 1} translations to choose from, the best first.`);
+  } catch (err) {
+    $("message").textContent = `The server could not be reached: ${err.message}`;
+  } finally {
+    $("more").disabled = false;
+    $("note").textContent = "";
+  }
+}
+
+function clearAll() {
+  // Back to an empty page: the text, the translation and every report about them.
+  cancelRunning();
+  clearTimeout(state.typingTimer);
+  state.lastSent = null;
+  $("input").value = ""; $("output").textContent = ""; $("message").textContent = ""; $("note").textContent = "";
+  showDetected(null); showGlossaryReport(null); hideAlternatives(); say("");
+  $("download").hidden = true;
+  updateCounter(); updateUrl(); $("input").focus();
+}
+
+async function copyOutput() {
+  // navigator.clipboard exists only in secure contexts (HTTPS, localhost); over plain HTTP on a LAN the page
+  // copies through a selection instead, and says so when the browser refuses both.
+  const text = $("output").textContent;
+  if (!text) { $("message").textContent = "Nothing to copy yet: translate something first."; return; }
+  let copied = false;
+  if (navigator.clipboard && window.isSecureContext) {
+    copied = await navigator.clipboard.writeText(text).then(() => true, () => false);
+  }
+  if (!copied) copied = copyBySelection(text);
+  if (copied) {
+    $("copy").textContent = "Copied";
+    setTimeout(() => { $("copy").textContent = "Copy"; }, 1500);
+    return;
+  }
+  const range = document.createRange();
+  range.selectNodeContents($("output"));
+  getSelection().removeAllRanges(); getSelection().addRange(range);
+  $("message").textContent = "This browser does not let the page copy here: the translation is selected, " +
+    "press Ctrl+C (⌘C) to copy it.";
+}
+
+function copyBySelection(text) {
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.style.position = "fixed"; area.style.opacity = "0";
+  document.body.append(area);
+  area.select();
+  let ok = false;
+  try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
+  area.remove();
+  return ok;
 }
 
 function swap() {
   const source = $("source"), target = $("target");
   const from = source.value === "auto" ? state.detected : source.value;
-  if (!from) return;
+  if (!from) {
+    $("message").textContent = "Nothing to swap yet: the source language is detected with the first " +
+      "translation; translate first, or pick the source language.";
+    return;
+  }
+  $("message").textContent = "";
   const to = target.value;
   $("source-filter").value = ""; $("target-filter").value = "";
   refreshPickers();
   source.value = to; target.value = from;
   const out = $("output").textContent;
   if (out) { $("input").value = out; $("output").textContent = ""; updateCounter(); }
+  showDetected(null);
+  languagesChanged();
 }
 
 async function pollHealth() {
   try {
     const h = await (await fetch("/health")).json();
-    const gpu = h.gpu_memory_total_gb ? `GPU ${h.gpu_memory_used_gb} / ${h.gpu_memory_total_gb} GB` : "CPU";
-    const model = String(h.model).split("/").pop();
+    const gpu = h.gpu_memory_total_gb ? `on the GPU (${h.gpu_memory_used_gb} of ${h.gpu_memory_total_gb} GB)`
+      : "on the CPU";
     if (h.model_family) $("model").textContent = h.model_family.name;
     showQuality(h.quality);
-    $("status").textContent = `${h.status} · ${model} · profile ${h.profile} · ${gpu} · queue ${h.queue_depth}`;
+    const waiting = h.queue_depth ? `, ${h.queue_depth} sentences waiting` : "";
+    const words = {
+      healthy: `Ready: translating ${gpu}, profile ${h.profile}${waiting}`,
+      degraded: `Busy: translations may be slow${waiting} (profile ${h.profile})`,
+      loading: `Starting: ${h.phase || "loading the model"}… translations can be typed meanwhile`,
+      draining: "Shutting down: new translations are refused",
+      unhealthy: `Not working: ${h.error || "the server cannot translate right now"}`,
+    };
+    $("status").textContent = words[h.status] || h.status;
   } catch (err) {
-    $("status").textContent = "server unreachable";
+    $("status").textContent = "The server cannot be reached: check that it is running";
   }
 }
 
@@ -315,30 +509,50 @@ async function init() {
   $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
   $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORAGE, $("api-key").value.trim()));
   if (settings.keyRequired) askForKey($("api-key").value ? "" : "This server requires an API key: enter it above.");
+  state.typingDelay = Number(settings.frontendTimeout) || state.typingDelay;
+  $("source").add(new Option("Auto-detect", "auto"));
+  $("target").add(new Option("English", "en"));
   refreshPickers();
-  $("source").value = "auto";
-  $("target").value = "en";
+  readUrl();
+  refreshPickers();
   updateCounter();
-  $("source-filter").addEventListener("input", refreshPickers);
-  $("target-filter").addEventListener("input", refreshPickers);
-  $("input").addEventListener("input", updateCounter);
+  for (const [select, filter, hint, auto] of [["source", "source-filter", "source-hint", true],
+                                              ["target", "target-filter", "target-hint", false]]) {
+    $(filter).addEventListener("input", refreshPickers);
+    $(filter).addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); pickFirstMatch($(select), $(filter), auto, $(hint)); }
+    });
+    $(select).addEventListener("change", () => { $(filter).value = ""; refreshPickers(); languagesChanged(); });
+  }
+  $("input").addEventListener("input", () => { updateCounter(); scheduleTyping(); });
   $("input").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); } });
-  $("translate").addEventListener("click", translate);
+  $("translate").addEventListener("click", () => translate());
   $("swap").addEventListener("click", swap);
-  $("clear").addEventListener("click", () => {
-    if (state.controller) state.controller.abort();
-    $("input").value = ""; $("output").textContent = ""; $("message").textContent = ""; $("detected").textContent = "";
-    $("download").hidden = true; updateCounter(); $("input").focus();
-  });
-  $("copy").addEventListener("click", async () => {
-    await navigator.clipboard.writeText($("output").textContent);
-    $("copy").textContent = "Copied";
-    setTimeout(() => { $("copy").textContent = "Copy"; }, 1500);
-  });
+  $("clear").addEventListener("click", clearAll);
+  $("copy").addEventListener("click", copyOutput);
+  $("more").addEventListener("click", showAlternatives);
   $("file").addEventListener("change", (e) => { if (e.target.files[0]) loadFile(e.target.files[0]); e.target.value = ""; });
+  initDrop();
   initGlossary();
   pollHealth();
   setInterval(pollHealth, 5000);
+  if ($("input").value.trim()) translate({ typed: true });  // a shared URL with text: its translation
+}
+
+function initDrop() {
+  // A document dropped anywhere on the text pane is translated like an upload.
+  const pane = $("input-pane");
+  pane.addEventListener("dragover", (e) => {
+    if (![...e.dataTransfer.types].includes("Files")) return;
+    e.preventDefault(); pane.classList.add("dropping");
+  });
+  pane.addEventListener("dragleave", () => pane.classList.remove("dropping"));
+  pane.addEventListener("drop", (e) => {
+    pane.classList.remove("dropping");
+    if (!e.dataTransfer.files.length) return;
+    e.preventDefault();
+    loadFile(e.dataTransfer.files[0]);
+  });
 }
 
 init();
