@@ -8,7 +8,7 @@ from collections import Counter
 
 from starlette.requests import Request
 
-from ..engine.engine import Job, Options
+from ..engine.jobs import Job, Options
 from ..languages import Language
 from ..prompts import CANDIDATE_SAMPLINGS
 from .service import Service, candidates_done, queue_samplings
