@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from .. import documents
 from ..detect import detect
 from ..documents.translate import translate_texts
-from ..errors import BadRequest, HymtError, PayloadTooLarge
+from ..errors import BadRequest, HymtError
 from ..languages import Language
 from ..prompts import Sampling
 from . import parsing
@@ -92,11 +92,10 @@ async def _read_upload(request: Request, service: Service) -> _Upload:
                          error_type="missing_field")
     ext = documents.extension(upload.filename or "")
     content = await upload.read()
-    if len(content) > settings.max_file_bytes:
-        raise PayloadTooLarge(f"file of {len(content)} bytes is over the limit of {settings.max_file_bytes}")
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
-    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code)
+    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code,
+                                       documents.Limits.of(settings))
     if source is None and prepared.texts:
         found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ..errors import BadRequest, HymtError, UnsupportedFormat
-from . import ebook, gettext, html, markdown, office, spreadsheet, subtitles, text, xliff
+from ..errors import BadRequest, HymtError, PayloadTooLarge, UnsupportedFormat
+from ..settings import Settings
+from . import ebook, gettext, guard, html, markdown, office, spreadsheet, subtitles, text, xliff
 from .base import Extraction, Prepared, Result, finish, prepare
+from .guard import Limits
 
 Reader = Callable[[bytes, str], Extraction]
 
@@ -29,7 +31,13 @@ FORMATS: dict[str, tuple[Reader, str]] = {
     ".epub": (ebook.read, "application/epub+zip"),
 }
 
-__all__ = ["FORMATS", "Prepared", "Result", "extension", "finish", "media_type", "open_document", "prepare"]
+# How each kind of file is checked before its library reads it (guard.py).
+ARCHIVES = {".docx", ".pptx", ".xlsx", ".epub"}
+XML = {".xliff", ".xlf"}
+LINES = {".txt", ".md", ".srt", ".vtt", ".po", ".pot"}
+DEFAULT_LIMITS = Limits.of(Settings())
+
+__all__ = ["FORMATS", "Limits", "Prepared", "Result", "extension", "finish", "media_type", "open_document", "prepare"]
 
 
 def extension(filename: str) -> str:
@@ -54,12 +62,23 @@ def media_type(ext: str) -> str:
     return FORMATS[ext][1]
 
 
-def open_document(ext: str, data: bytes, target: str) -> Prepared:
-    """Read a file (by its extension) into the texts to translate. A file the library cannot read is a 400."""
+def open_document(ext: str, data: bytes, target: str, limits: Limits = DEFAULT_LIMITS) -> Prepared:
+    """Read a file (by its extension) into the texts to translate, once it has passed the checks for hostile files;
+    a document over the limits is a 413 before any translation. A file the library cannot read is a 400."""
+    if len(data) > limits.file_bytes:
+        raise PayloadTooLarge(f"the file is over the limit of {limits.file_bytes} bytes (HYMT_MAX_FILE_BYTES)")
+    if ext in ARCHIVES:
+        guard.check_archive(data, ext, limits)
+    elif ext in XML:
+        guard.check_xml(data, ext)
+    elif ext in LINES:
+        guard.check_lines(data, ext, limits)
     try:
-        return prepare(FORMATS[ext][0](data, target))
+        prepared = prepare(FORMATS[ext][0](data, target))
     except HymtError:
         raise
     except Exception as exc:  # noqa: BLE001 - each library has its own errors for a damaged file
         raise BadRequest(f"could not read this {ext} file: {type(exc).__name__}: {exc}",
                          error_type="invalid_file") from None
+    guard.check_segments(prepared.texts, ext, limits)
+    return prepared
