@@ -8,7 +8,7 @@ from typing import Callable
 
 from ..errors import BadRequest, HymtError, PayloadTooLarge, UnsupportedFormat
 from ..settings import Settings
-from . import ebook, gettext, guard, html, markdown, office, spreadsheet, subtitles, text, xliff
+from . import ebook, gettext, guard, html, markdown, odf, office, spreadsheet, subtitles, text, xliff
 from .base import Extraction, Prepared, Result, finish, prepare
 from .guard import Limits
 
@@ -29,10 +29,13 @@ FORMATS: dict[str, tuple[Reader, str]] = {
     ".xliff": (xliff.read, "application/xliff+xml"),
     ".xlf": (xliff.read, "application/xliff+xml"),
     ".epub": (ebook.read, "application/epub+zip"),
+    ".odt": (odf.read, "application/vnd.oasis.opendocument.text"),
+    ".odp": (odf.read, "application/vnd.oasis.opendocument.presentation"),
+    ".ods": (odf.read, "application/vnd.oasis.opendocument.spreadsheet"),
 }
 
 # How each kind of file is checked before its library reads it (guard.py).
-ARCHIVES = {".docx", ".pptx", ".xlsx", ".epub"}
+ARCHIVES = {".docx", ".pptx", ".xlsx", ".epub", ".odt", ".odp", ".ods"}
 XML = {".xliff", ".xlf"}
 LINES = {".txt", ".md", ".srt", ".vtt", ".po", ".pot"}
 DEFAULT_LIMITS = Limits.of(Settings())
