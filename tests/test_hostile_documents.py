@@ -15,7 +15,8 @@ import pytest
 import samples
 from servers import Server
 
-# Limits: 4 MB per member, 10 MB expanded, 1000 members, ratio 200 (guard.Limits); 128 segments of 2000 characters.
+# Limits: 8 MiB per member, 24 MiB expanded, 1000 members, ratio 200 (guard.Limits); 128 segments of 2000
+# characters.
 ENV = {"HYMT_MAX_FILE_BYTES": "2000000", "HYMT_MAX_QUEUE_SEGMENTS": "8", "HYMT_MAX_CHARS": "2000"}
 FORMATS = (".txt", ".md", ".html", ".srt", ".vtt", ".po", ".xliff", *samples.ARCHIVES)
 BASE = ["Hello world, this is a document.", "A second paragraph follows."]
@@ -44,8 +45,8 @@ def hostile(ext: str, kind: str) -> bytes:
         return samples.with_main(ext, base, lambda xml: _insert(xml, _comments(10_000_000)))
     if kind == "ratio":  # 3 MB from a few kilobytes: under the member limit, far over any document's ratio
         return samples.with_main(ext, base, lambda xml: _insert(xml, _comments(3_000_000)))
-    if kind == "total":  # members under every other limit, over 10 MB together
-        return samples.rezip(base, add={f"media/extra{i}.bin": samples.low_entropy(3_500_000) for i in range(3)})
+    if kind == "total":  # members under every other limit, over 24 MiB together
+        return samples.rezip(base, add={f"media/extra{i}.bin": samples.low_entropy(7_000_000) for i in range(4)})
     if kind == "count":
         return samples.rezip(base, add={f"parts/{i}.xml": b"" for i in range(1100)})
     if kind in ("laughs", "external"):

@@ -90,7 +90,7 @@ async def _read_upload(request: Request, service: Service) -> _Upload:
     if not isinstance(upload, UploadFile):
         raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",
                          error_type="missing_field")
-    ext = documents.extension(upload.filename or "")
+    ext = documents.extension(upload.filename or "", upload.content_type)
     content = await upload.read()
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)

@@ -40,24 +40,38 @@ XML = {".xliff", ".xlf"}
 LINES = {".txt", ".md", ".srt", ".vtt", ".po", ".pot"}
 DEFAULT_LIMITS = Limits.of(Settings())
 
-__all__ = ["FORMATS", "Limits", "Prepared", "Result", "extension", "finish", "media_type", "open_document", "prepare"]
+__all__ = ["FORMATS", "Limits", "Prepared", "Result", "extension", "finish", "media_type", "media_types", "open_document",
+           "prepare"]
 
 
-def extension(filename: str) -> str:
-    """The file's format by its extension, or a 415 that lists the supported ones."""
+def media_types() -> dict[str, str]:
+    """The accepted media types (parameters left out), each with the extension it stands for (the first that has it)."""
+    types: dict[str, str] = {}
+    for ext, (_, media) in FORMATS.items():
+        types.setdefault(media.split(";")[0], ext)
+    return types
+
+
+def extension(filename: str, media: str | None = None) -> str:
+    """The file's format by its extension, else by the media type it was sent as; or a 415 that lists both."""
     dot = filename.rfind(".")
     ext = filename[dot:].lower() if dot >= 0 else ""
-    if ext not in FORMATS:
-        shown = ext or "a file without an extension"
-        raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)}")
-    return ext
+    if ext in FORMATS:
+        return ext
+    by_type = media_types().get((media or "").split(";")[0].strip().lower())
+    if by_type:
+        return by_type
+    shown = ext or "a file without an extension"
+    raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)} (a file named "
+                            "otherwise is read by its part's Content-Type: the media types in /openapi.json)")
 
 
 def download_name(uploaded: str, ext: str, target: str) -> str:
-    """The name offered for download: the upload's own base name, cleaned to safe characters, with the target
-    language before the extension."""
+    """The name offered for download: the upload's own base name without its extension, cleaned to safe characters,
+    with the target language and the format's extension."""
     base = re.split(r"[\\/]", uploaded)[-1]
-    stem = re.sub(r"[^\w.\- ]", "_", base[:len(base) - len(ext)]).strip(" .")[:80] or "document"
+    dot = base.rfind(".")
+    stem = re.sub(r"[^\w.\- ]", "_", base[:dot] if dot > 0 else base).strip(" .")[:80] or "document"
     return f"{stem}.{target}{ext}"
 
 

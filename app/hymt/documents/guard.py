@@ -50,9 +50,12 @@ class Limits:
 
     @classmethod
     def of(cls, settings: Settings) -> "Limits":
+        # The floors keep a small document readable under a small HYMT_MAX_FILE_BYTES: an empty .docx holds a
+        # 438 kB style part, and every .docx that Word or python-docx writes starts from it.
         size = settings.max_file_bytes
-        return cls(file_bytes=size, expanded_bytes=5 * size, member_bytes=2 * size, members=max(100, size // 2000),
-                   ratio=200, segments=16 * settings.max_queue_segments, segment_chars=settings.max_chars)
+        return cls(file_bytes=size, expanded_bytes=max(3 * size, 24 << 20), member_bytes=max(size, 8 << 20),
+                   members=max(100, size // 2000), ratio=200, segments=16 * settings.max_queue_segments,
+                   segment_chars=settings.max_chars)
 
 
 def check_archive(data: bytes, ext: str, limits: Limits) -> None:
