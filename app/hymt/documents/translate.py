@@ -31,7 +31,7 @@ _RETRY_S = 0.5
 @dataclass
 class Translated:
     texts: list[str]
-    paths: list[str | None]  # per text with markers: "markers", "strict" or "runs" (base.PATHS); None: lost
+    paths: list[str | None]  # per text: "markers", "strict" or "runs" (base.PATHS); None: no markers, or lost
 
 
 def translate_texts(engine, texts: list[str], source: Language | None, target: Language, sampling: Sampling,
