@@ -17,6 +17,8 @@ from docx.oxml.ns import qn
 from ebooklib import epub
 from lxml import etree, html as lxml_html
 
+import samples
+from hymt.family import HUNYUAN_MT_7B
 from hymt.documents import FORMATS, extension, finish, open_document
 from hymt.documents.inline import MARKER
 from hymt.errors import UnsupportedFormat
@@ -360,3 +362,185 @@ def test_translate_texts_reports_progress_and_stops_when_asked(engine):
     stop.set()
     with pytest.raises(Cancelled):
         translate_texts(engine, texts, None, resolve("de"), Sampling(greedy=True), stop=stop)
+
+
+ODT_BODY = ('<text:h text:outline-level="1">Quarterly report</text:h>'
+            '<text:p>Press <text:span text:style-name="B">Save</text:span> to keep <text:a xlink:href="http://a.b/">'
+            'your changes</text:a>.<text:line-break/>Next<text:s text:c="2"/>line<text:note text:id="n1" '
+            'text:note-class="footnote"><text:note-citation>1</text:note-citation><text:note-body><text:p>A note.'
+            '</text:p></text:note-body></text:note></text:p>'
+            '<text:list><text:list-item><text:p>First <text:span text:style-name="I">item</text:span></text:p>'
+            '</text:list-item></text:list>'
+            '<table:table table:name="T"><table:table-row><table:table-cell office:value-type="string"><text:p>'
+            'cell text</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="42">'
+            '<text:p>42 apples</text:p></table:table-cell></table:table-row></table:table>'
+            '<text:p><draw:frame draw:name="img"><draw:image xlink:href="Pictures/a.png"/><svg:title>A cat'
+            '</svg:title></draw:frame>Caption text</text:p>')
+ODP_BODY = ('<draw:page draw:name="one"><draw:frame presentation:class="title"><draw:text-box><text:p>Quarterly '
+            'results</text:p></draw:text-box></draw:frame><draw:frame><draw:text-box><text:p>Sales grew <text:span '
+            'text:style-name="B">strongly</text:span></text:p></draw:text-box></draw:frame><presentation:notes>'
+            '<draw:frame><draw:text-box><text:p>Say hello</text:p></draw:text-box></draw:frame></presentation:notes>'
+            '</draw:page>')
+ODS_BODY = ('<table:table table:name="Data"><table:table-row><table:table-cell office:value-type="string"><text:p>Name'
+            '</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="42"><text:p>42'
+            '</text:p></table:table-cell><table:table-cell table:formula="of:=[.B1]*2" office:value-type="float" '
+            'office:value="84"><text:p>84</text:p></table:table-cell><table:table-cell office:value-type="date" '
+            'office:date-value="2024-12-05"><text:p>Dec 5, 2024</text:p></table:table-cell></table:table-row>'
+            '<table:table-row><table:table-cell office:value-type="string"><text:p>Total <text:span '
+            'text:style-name="B">sum</text:span></text:p><office:annotation><text:p>Checked by Anna</text:p>'
+            '</office:annotation></table:table-cell></table:table-row></table:table>')
+ODF_SAMPLES = {".odt": ODT_BODY, ".odp": ODP_BODY, ".ods": ODS_BODY}
+
+
+def _odf_shape(el):
+    """The element tree with attributes, without text: what translation must not change."""
+    return [(c.tag, dict(c.attrib), _odf_shape(c)) for c in el if isinstance(c.tag, str)]
+
+
+def _odf_words(root) -> list[str]:
+    return [p.xpath("string()") for p in root.iter(f"{{{samples.NS['text']}}}p", f"{{{samples.NS['text']}}}h")]
+
+
+@pytest.mark.parametrize("ext", list(ODF_SAMPLES))
+def test_odf_round_trip_keeps_structure(ext):
+    import zipfile
+
+    data = samples.odf(ext, ODF_SAMPLES[ext], master="<style:header><text:p>Header words</text:p></style:header>",
+                       picture=True)
+    out = run(ext, data)
+    assert out.markup_fallbacks == 0 and out.report()["markup_segments"]["markers"] > 0
+    before, after = zipfile.ZipFile(io.BytesIO(data)), zipfile.ZipFile(io.BytesIO(out.data))
+    first = after.infolist()[0]
+    assert first.filename == "mimetype" and first.compress_type == zipfile.ZIP_STORED
+    assert after.namelist() == before.namelist() and after.read("Pictures/a.png") == before.read("Pictures/a.png")
+    for name in ("content.xml", "styles.xml"):
+        old, new = etree.fromstring(before.read(name)), etree.fromstring(after.read(name))
+        assert _odf_shape(new) == _odf_shape(old)
+        # Words upper-cased where they were translated; numbers, dates and formula results as they were.
+        expected = [w if w in ("42", "84", "42 apples", "Dec 5, 2024", "1") else w.upper() for w in _odf_words(old)]
+        assert _odf_words(new) == expected
+    assert etree.fromstring(after.read("meta.xml")).find(".//{http://purl.org/dc/elements/1.1/}language").text == "de"
+
+
+def test_odt_markers_and_the_safe_form():
+    prepared = open_document(".odt", samples.odf(".odt", ODT_BODY), "de")
+    assert "Press <s1>Save</s1> to keep <s2>your changes</s2>.<s3/>Next<s4/>line<s5/>" in prepared.texts
+    assert {"A note.", "A cat", "<s1/>Caption text"} <= set(prepared.texts)
+    assert "42 apples" not in prepared.texts
+    out = run(".odt", samples.odf(".odt", ODT_BODY), translate=drop_markers)
+    import zipfile
+
+    content = etree.fromstring(zipfile.ZipFile(io.BytesIO(out.data)).read("content.xml"))
+    text = samples.NS["text"]
+    p = content.findall(f".//{{{text}}}p")[0]
+    # The safe form: the words in the paragraph's own formatting, then every break, space and note kept.
+    assert [etree.QName(c).localname for c in p] == ["line-break", "s", "note"]
+    assert p.text.startswith("PRESS SAVE TO KEEP YOUR CHANGES") and out.markup_fallbacks == 3
+    assert p.find(f".//{{{text}}}note-body/{{{text}}}p").text == "A NOTE."
+
+
+class Scripted:
+    """A stand-in engine that builds each prompt as the engine does and answers by a rule: markers kept only when
+    the prompt is the stricter one (keep="strict"), never (keep="never"), and runs alone answered or not."""
+
+    def __init__(self, keep: str, runs_answered: bool = True):
+        from hymt.settings import Settings
+
+        self.settings = Settings(max_queue_segments=8)
+        self.keep, self.runs_answered, self.prompts = keep, runs_answered, []
+
+    def submit(self, items, target, sampling, listener=None, options=None):
+        import threading
+        from types import SimpleNamespace
+
+        from hymt import prompts
+
+        answers = []
+        for text, source in items:
+            message = prompts.segment_message(HUNYUAN_MT_7B, source, target, text, [],
+                                              formatted=options.formatted and prompts.has_markers(text))
+            self.prompts.append(message)
+            words = text.removeprefix(prompts.STRICT_MARK)
+            if not prompts.has_markers(words):
+                answers.append(words.upper() if self.runs_answered else "")
+            elif self.keep == "strict" and "exactly once" in message:
+                answers.append(keep_markers([words])[0])
+            else:
+                answers.append(drop_markers([words])[0])
+        done = threading.Event()
+        done.set()
+        return SimpleNamespace(done=done, error=None, texts=lambda: answers)
+
+    def cancel(self, job):
+        pass
+
+
+def _three_runs_docx() -> bytes:
+    d = docx.Document()
+    p = d.add_paragraph("Press ")
+    p.add_run("Save").bold = True
+    p.add_run(" or ")
+    p.add_run("cancel").italic = True
+    p.add_run(" and see ")
+    rel = d.part.relate_to("http://example.com", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+    link = p._p.makeelement(qn("w:hyperlink"), {qn("r:id"): rel})
+    link.append(p.add_run("the site")._r)
+    p._p.append(link)
+    p.add_run(".")
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def _formatting(data: bytes) -> tuple[list, list[str]]:
+    p = docx.Document(io.BytesIO(data)).paragraphs[0]
+    return ([(r.text, r.bold, r.italic) for r in p.runs],
+            [link.xpath("string()") for link in p._p.findall(qn("w:hyperlink"))])
+
+
+@pytest.mark.parametrize("keep,runs_answered,path", [("strict", True, "strict"), ("never", True, "runs"),
+                                                     ("never", False, "safe_form")])
+def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answered, path):
+    from hymt.documents.translate import translate_document
+    from hymt.languages import resolve
+    from hymt.prompts import Sampling
+
+    prepared = open_document(".docx", _three_runs_docx(), "de")
+    engine, seen = Scripted(keep, runs_answered), []
+    done = translate_document(engine, prepared.texts, resolve("en"), resolve("de"), Sampling(),
+                              lambda n, total: seen.append((n, total)))
+    result = finish(prepared, done.texts, done.paths)
+    counts = result.report()["markup_segments"]
+    assert counts[path] == 1 and sum(counts.values()) == 1 and seen[-1] == (1, 1)
+    assert "<s1> </s1> <s2> </s2> <s3> </s3>" in engine.prompts[1]  # the retry lists the tags it must keep
+    runs, links = _formatting(result.data)
+    if path == "strict":
+        assert runs == [("PRESS ", None, None), ("SAVE", True, None), (" OR ", None, None),
+                        ("CANCEL", None, True), (" AND SEE ", None, None), (".", None, None)]
+        assert links == ["THE SITE"]
+        assert len(engine.prompts) == 2
+    elif path == "runs":
+        # Each run on its own: "Press", "Save", "or", "cancel", "and see", "the site" (the "." has no words).
+        assert engine.prompts[2:] and len(engine.prompts) == 2 + 6
+        assert runs == [("PRESS ", None, None), ("SAVE", True, None), (" OR ", None, None),
+                        ("CANCEL", None, True), (" AND SEE ", None, None), (".", None, None)]
+        assert links == ["THE SITE"]
+    else:
+        assert runs == [("PRESS SAVE OR CANCEL AND SEE THE SITE.", None, None)] and links == []
+
+
+def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
+    from hymt.documents.translate import translate_document
+    from hymt.languages import resolve
+    from hymt.prompts import Sampling
+
+    prepared = open_document(".docx", _three_runs_docx(), "de")
+    done = translate_document(engine, prepared.texts, resolve("en"), resolve("de"), Sampling(greedy=True))
+    result = finish(prepared, done.texts, done.paths)
+    assert result.markup_fallbacks == 0 and sum(result.paths.values()) == 1
+    runs, links = _formatting(result.data)
+    bold = [text for text, b, _ in runs if b]
+    italic = [text for text, _, i in runs if i]
+    assert len(bold) == 1 and bold[0].strip() and bold[0] != "Save"
+    assert len(italic) == 1 and italic[0].strip() and italic[0] != "cancel"
+    assert len(links) == 1 and links[0].strip() and links[0] != "the site"

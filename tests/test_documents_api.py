@@ -15,7 +15,8 @@ import srt
 from lxml import etree, html as lxml_html
 
 from servers import Server, sse_events
-from test_documents import HTML, PO, XLIFF12, _docx, _docx_shape
+import samples
+from test_documents import HTML, ODF_SAMPLES, PO, XLIFF12, _docx, _docx_shape, _formatting, _odf_shape, _three_runs_docx
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +131,37 @@ def test_errors_and_names(server):
 def test_frontend_settings_advertise_files(server):
     body = httpx.get(f"{server.url}/frontend/settings").json()
     assert body["filesTranslation"] is True and {".docx", ".epub", ".po", ".xliff"} <= set(body["supportedFilesFormat"])
+
+
+def test_bold_italic_and_link_keep_their_formatting(server):
+    body, out = translate_file(server, "runs.docx", _three_runs_docx())
+    # The test model loses every marker: asked again strictly, then run by run, never the safe form.
+    assert body["markup_segments"] == {"markers": 0, "strict": 0, "runs": 1, "safe_form": 0}
+    assert body["markup_fallback_segments"] == 0
+    runs, links = _formatting(out)
+    assert [b for _, b, _ in runs].count(True) == 1 and [i for _, _, i in runs].count(True) == 1
+    assert len(links) == 1 and links[0].strip() and links[0] != "the site"
+
+
+@pytest.mark.parametrize("ext", list(ODF_SAMPLES))
+def test_odf_round_trip(server, ext):
+    import zipfile
+
+    data = samples.odf(ext, ODF_SAMPLES[ext], picture=True)
+    body, out = translate_file(server, f"sample{ext}", data)
+    assert body["name"] == f"sample.de{ext}" and body["markup_segments"]["safe_form"] == 0
+    before, after = zipfile.ZipFile(io.BytesIO(data)), zipfile.ZipFile(io.BytesIO(out))
+    assert after.namelist() == before.namelist()
+    # Runs translated apart come back as the spans they were; the elements and their attributes are the same.
+    assert _odf_shape(etree.fromstring(after.read("content.xml"))) == \
+        _odf_shape(etree.fromstring(before.read("content.xml")))
+
+
+def test_a_file_named_otherwise_is_read_by_its_media_type(server):
+    response = httpx.post(f"{server.url}/translate_file", data={"source": "en", "target": "de"}, timeout=300,
+                          files={"file": ("upload.bin", samples.document(".odt", ["Hello there."]),
+                                          "application/vnd.oasis.opendocument.text")})
+    assert response.status_code == 200 and response.json()["name"] == "upload.de.odt", response.text
+    response = httpx.post(f"{server.url}/translate_file", data={"source": "en", "target": "de"},
+                          files={"file": ("upload.bin", b"x", "application/zip")})
+    assert response.status_code == 415 and ".odt" in response.json()["error"]

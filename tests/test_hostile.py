@@ -4,6 +4,7 @@ and the server stays healthy after. The OpenAPI document is fuzzed with schemath
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,12 +51,16 @@ def schemathesis(url: str, cwd: Path, *options: str) -> None:
     # authentication) but the response-time limit: on a shared CPU that would assert a timing.
     command = [str(Path(sys.executable).parent / "schemathesis"), "run", f"{url}/openapi.json",
                "--checks", ",".join(CHECKS), "--workers", "2", "--no-color", "--request-timeout", "120",
-               "--generation-database", "none",
-               # A document's bytes cannot be described by a schema (random ones are a 400 or 415, which the positive
-               # checks would count against the server): the file endpoints get the targeted tests below instead.
-               "--exclude-path-regex", "_file", *options]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+               "--generation-database", "none", *options]
+    # The file endpoints accept the media types their encoding names; the hooks make documents of each. They run
+    # without the coverage phase: for a multipart body with an encoded part, schemathesis 4.32.5's coverage phase
+    # fills every other required field with "" and calls that valid (a target of "" is rightly a 400).
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).with_name("schemathesis_hooks.py"))}
+    for selection in (["--exclude-path-regex", "_file"],
+                      ["--include-path-regex", "_file", "--phases", "examples,fuzzing,stateful"]):
+        done = subprocess.run(command + selection, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
+        assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+        assert "Tested: 0" not in done.stdout, done.stdout[-3000:]
     assert httpx.get(f"{url}/health").json()["status"] == "healthy"
 
 

@@ -79,3 +79,21 @@ def test_hy_mt15_gets_its_official_formatted_prompt_for_marked_segments():
     assert prompts.segment_message(HY_MT15_7B, en, de, marked, [], formatted=True) == \
         prompts.hy_mt15_formatted_message(de, marked)
     assert prompts.formatted_message(en, de, "Plain.", HY_MT15_7B) == prompts.user_message(en, de, "Plain.", HY_MT15_7B)
+
+
+def test_the_stricter_formatted_prompt_lists_the_tags_and_reaches_the_model(engine):
+    en, de, zh = resolve("en"), resolve("de"), resolve("zh")
+    assert prompts.strict("  Press <s1>Save</s1>\nplain\r\n<s2/>x") == "  <s0/>Press <s1>Save</s1>\nplain\r\n<s0/><s2/>x"
+    strict = prompts.formatted_message(en, de, prompts.strict("Press <s1>Save</s1> now<s2/>"))
+    assert "these tags, which mark formatting: <s1> </s1> <s2/>." in strict and "<s0/>" not in strict
+    assert strict.endswith("\n\nPress <s1>Save</s1> now<s2/>")
+    assert "标签<s1> </s1>表示格式信息" in prompts.formatted_message(en, zh, "<s0/>Press <s1>Save</s1>")
+    official = prompts.formatted_message(en, de, "<s0/>Hi <s1>x</s1>", HY_MT15_7B)
+    assert "必须保留每一个标签（<s1> </s1>）" in official and official.endswith("<source>Hi <s1>x</s1></source>")
+    assert prompts.formatted_message(en, de, "<s0/>Plain.") == prompts.user_message(en, de, "Plain.")
+    # Through the engine, which builds prompts from the text alone.
+    job = engine.submit([(prompts.strict("Press <s1>Save</s1> now."), en)], de, prompts.Sampling(greedy=True),
+                        options=Options(formatted=True))
+    job.wait(120)
+    prompt = engine.runner.loaded.tokenizer.decode(job.sequences[0].prompt_ids)
+    assert "exactly once" in prompt and "<s0/>" not in prompt

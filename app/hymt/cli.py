@@ -231,10 +231,10 @@ def _translate_document(args, settings: Settings, source, target) -> int:
     ext = documents.extension(args.input)
     try:
         with open(args.input, "rb") as f:
-            data = f.read()
+            data = f.read(settings.max_file_bytes + 1)  # one byte more than the limit is enough to refuse it
     except OSError as exc:
         raise BadRequest(f"cannot read {args.input}: {exc}") from None
-    prepared = documents.open_document(ext, data, target.code)
+    prepared = documents.open_document(ext, data, target.code, documents.Limits.of(settings))
     texts = prepared.texts
     if source is None and texts:
         found = detect.detect(prepared.sample())

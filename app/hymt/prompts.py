@@ -21,6 +21,22 @@ FORMATTED_XX_TEMPLATE = ("Translate the following segment into {target}, without
                          "translation, around or at the words that correspond to the tagged words.\n\n{text}")
 # A marker: <sN>, </sN> or <sN/>, spaces tolerated (groups: closing slash, number, self-closing slash).
 MARKER = re.compile(r"<\s*(/?)\s*s(\d+)\s*(/?)\s*>")
+# The retry of a segment whose markers did not come back (documents/translate.py): the instruction lists its tags
+# and insists on each one. Asked for by STRICT_MARK before the segment's text: the engine builds every prompt from
+# the text alone, and marker number 0 never stands for markup (documents number theirs from 1, and a text that
+# holds anything like a marker is sent without markers), so it can only mean this.
+STRICT_MARK = "<s0/>"
+_LINE_BREAK = re.compile(r"(\r\n|\n|\r)")
+STRICT_FORMATTED_ZH_TEMPLATE = ("把下面的文本翻译成{target}，不要额外解释。原文中的标签{tags}表示格式信息。译文必须包含其中每一个"
+                                "标签，每个恰好一次，保持原样和嵌套关系，放在对应译文的位置；不得增加、删除、改动或翻译任何标签。"
+                                "\n\n{text}")
+STRICT_FORMATTED_XX_TEMPLATE = (
+    "Translate the following segment into {target}, without additional explanation. The segment contains these "
+    "tags, which mark formatting: {tags}. Your translation must contain every one of them exactly once, unchanged "
+    "and nested as they are, around or at the words that correspond to the tagged words. Do not add, drop, "
+    "renumber or translate any tag.\n\n{text}")
+# HY-MT1.5's official formatted prompt asks to keep the tags "as far as possible": the retry asks for every one.
+HY_MT15_STRICT_FORMATTED = ("需要在译文中相应的位置尽量保留该标签", "译文中必须保留每一个标签（{tags}），每个恰好一次，放在相应的位置")
 
 # HY-MT1.5-7B's own prompts (its README, 2025-12-30): another Chinese instruction, the same English one, and
 # official prompts for terminology and context (written in Chinese whatever the pair; the target's Chinese name).
@@ -120,16 +136,35 @@ def has_markers(text: str) -> bool:
     return bool(MARKER.search(text))
 
 
+def strict(text: str) -> str:
+    """A marked text as sent again after its markers were lost: each line that has markers asks for the stricter
+    prompt (the engine makes a line, or a sentence of a long line, a segment of its own)."""
+    parts = _LINE_BREAK.split(text)  # the engine's own line breaks (segment.py), so that each mark starts a segment
+    for i in range(0, len(parts), 2):
+        if has_markers(parts[i]):
+            indent = len(parts[i]) - len(parts[i].lstrip())
+            parts[i] = parts[i][:indent] + STRICT_MARK + parts[i][indent:]
+    return "".join(parts)
+
+
 def formatted_message(source: Language | None, target: Language, text: str, family: Family = HUNYUAN_MT_7B) -> str:
     """The instruction for a segment that may carry markup markers: the family's official formatted-translation
-    prompt (HY-MT1.5), else the tested equivalent, when it has markers; the plain official one when it has none."""
+    prompt (HY-MT1.5), else the tested equivalent, when it has markers; the plain official one when it has none.
+    A segment that starts with STRICT_MARK gets the stricter version, which lists its tags."""
+    insist = text.startswith(STRICT_MARK)
+    text = text.removeprefix(STRICT_MARK)
     if not has_markers(text):
         return user_message(source, target, text, family)
+    tags = " ".join(m.group(0) for m in MARKER.finditer(text))
     if family.formatted:
-        return hy_mt15_formatted_message(target, text)
+        message = hy_mt15_formatted_message(target, text)
+        old, new = HY_MT15_STRICT_FORMATTED
+        return message.replace(old, new.format(tags=tags), 1) if insist else message
     if _chinese_side(source, target):
-        return FORMATTED_ZH_TEMPLATE.format(target=target.chinese, text=text)
-    return FORMATTED_XX_TEMPLATE.format(target=target.english, text=text)
+        template = STRICT_FORMATTED_ZH_TEMPLATE if insist else FORMATTED_ZH_TEMPLATE
+        return template.format(target=target.chinese, text=text, tags=tags)
+    template = STRICT_FORMATTED_XX_TEMPLATE if insist else FORMATTED_XX_TEMPLATE
+    return template.format(target=target.english, text=text, tags=tags)
 def terminology_message(source: Language | None, target: Language, text: str, terms: list[Term],
                         family: Family = HUNYUAN_MT_7B, strict: bool = False) -> str:
     """The segment with the glossary entries that occur in it: HY-MT1.5's official terminology prompt, or its

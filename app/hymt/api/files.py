@@ -28,8 +28,8 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 
 from .. import documents
 from ..detect import detect
-from ..documents.translate import translate_texts
-from ..errors import BadRequest, HymtError, PayloadTooLarge
+from ..documents.translate import Translated, translate_document
+from ..errors import BadRequest, HymtError
 from ..languages import Language
 from ..prompts import Sampling
 from . import parsing
@@ -90,36 +90,36 @@ async def _read_upload(request: Request, service: Service) -> _Upload:
     if not isinstance(upload, UploadFile):
         raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",
                          error_type="missing_field")
-    ext = documents.extension(upload.filename or "")
+    ext = documents.extension(upload.filename or "", upload.content_type)
     content = await upload.read()
-    if len(content) > settings.max_file_bytes:
-        raise PayloadTooLarge(f"file of {len(content)} bytes is over the limit of {settings.max_file_bytes}")
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
-    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code)
+    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code,
+                                       documents.Limits.of(settings))
     if source is None and prepared.texts:
         found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None
     return _Upload(ext, documents.download_name(upload.filename or "", ext, target.code), prepared, source, target)
 
 
-async def _store(request: Request, upload: _Upload, translations: list[str]) -> dict:
-    result = await run_in_threadpool(documents.finish, upload.prepared, translations)
+async def _store(request: Request, upload: _Upload, translated: Translated) -> dict:
+    result = await run_in_threadpool(documents.finish, upload.prepared, translated.texts, translated.paths)
     store: FileStore = request.app.state.files
     file_id = await run_in_threadpool(store.put, result.data, upload.name, documents.media_type(upload.ext))
     url = str(request.url_for("download_file", file_id=file_id, name=upload.name))
     return {"translatedFileUrl": url, "name": upload.name, **result.report()}
 
 
-async def _translate(request: Request, service: Service, upload: _Upload) -> AsyncIterator[tuple[int, int] | list]:
-    """Progress as (done, total) document segments, then the translations (a list). A client that leaves has the
+async def _translate(request: Request, service: Service,
+                     upload: _Upload) -> AsyncIterator[tuple[int, int] | Translated]:
+    """Progress as (done, total) document segments, then the translations. A client that leaves has the
     translation stopped."""
     engine, texts = service.ready_engine(), upload.prepared.texts
     loop = asyncio.get_running_loop()
     progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
     stop = threading.Event()
     work = loop.run_in_executor(None, functools.partial(
-        translate_texts, engine, texts, upload.source, upload.target, Sampling(greedy=service.settings.greedy),
+        translate_document, engine, texts, upload.source, upload.target, Sampling(greedy=service.settings.greedy),
         lambda done, total: loop.call_soon_threadsafe(progress.put_nowait, (done, total)), stop))
     try:
         while not work.done():
@@ -141,11 +141,11 @@ async def translate_file(request: Request) -> JSONResponse:
     service: Service = request.app.state.service
     service.ready_engine()
     upload = await _read_upload(request, service)
-    translations: list[str] = []
+    translated = Translated([], [])
     async for step in _translate(request, service, upload):
-        if isinstance(step, list):
-            translations = step
-    return JSONResponse(await _store(request, upload, translations))
+        if isinstance(step, Translated):
+            translated = step
+    return JSONResponse(await _store(request, upload, translated))
 
 
 async def translate_file_stream(request: Request) -> Response:
@@ -158,7 +158,7 @@ async def translate_file_stream(request: Request) -> Response:
         yield sse("start", {"segments": len(upload.prepared.texts), "name": upload.name})
         try:
             async for step in _translate(request, service, upload):
-                if isinstance(step, list):
+                if isinstance(step, Translated):
                     yield sse("done", await _store(request, upload, step))
                 else:
                     yield sse("progress", {"done": step[0], "total": step[1]})

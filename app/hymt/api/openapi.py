@@ -5,7 +5,7 @@ documented shape, so a client generated from it works (schemathesis checks this 
 from __future__ import annotations
 
 from .. import __version__
-from ..documents import FORMATS
+from ..documents import FORMATS, media_types
 from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
 from ..languages import ALIASES, LANGUAGES
 from ..settings import Settings
@@ -151,11 +151,22 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
 
     def file_post(summary: str, ok: dict) -> dict:
         formats = " ".join(FORMATS)
+        accepted = list(media_types())
+        # The format is the file name's extension, else the part's Content-Type: the encoding names the media
+        # types, so a client that sends one of them with any file name is understood.
         body = {"required": True, "content": {"multipart/form-data": {"schema": _object(
-            {"file": {"type": "string", "format": "binary", "description": f"a document: {formats}"},
-             "source": source, "target": target, "api_key": api_key_form}, ["file", "target"])}}}
+            {"file": {"type": "string", "format": "binary", "description": (
+                f"a document, by its file name's extension ({formats}) or else by the media type it is sent as "
+                f"({', '.join(accepted)})")},
+             "source": source, "target": target, "api_key": api_key_form}, ["file", "target"]),
+            "encoding": {"file": {"contentType": ", ".join(accepted)}}}}}
         operation = post(f"{summary}. Formats: {formats}", body, ok)["post"]
-        operation["responses"]["413"] = _error("Error", "The file is over HYMT_MAX_FILE_BYTES")
+        operation["responses"]["400"] = _error("Error", "A malformed form or field; a file its library cannot read "
+                                                        "(invalid_file); XML that declares entities (xml_entities)")
+        operation["responses"]["413"] = _error("Error", (
+            "Over HYMT_MAX_FILE_BYTES; an archive past its limits (archive_too_large: members, expanded size, "
+            "ratio); more segments than 16 x HYMT_MAX_QUEUE_SEGMENTS (too_many_segments) or one over "
+            "HYMT_MAX_CHARS (segment_too_long)"))
         operation["responses"]["415"] = _error("Error", "Not a supported format (the message lists them)")
         return {"post": operation}
 
@@ -208,18 +219,27 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
                     ["object", "choices"]), stream=True), errors="OpenAIError", quality=True),
             "/translate_file": file_post(
                 "Translate a document (LibreTranslate API): the answer's translatedFileUrl downloads the result",
-                ok("translatedFileUrl, name, segments, markup_fallback_segments", _object(
-                    {"translatedFileUrl": {"type": "string"}}, ["translatedFileUrl"]))),
+                ok("translatedFileUrl, name, segments, markup_fallback_segments, markup_segments (segments with "
+                   "inline markup by how it came back: markers, strict, runs, safe_form)", _object(
+                    {"translatedFileUrl": {"type": "string"}, "name": {"type": "string"},
+                     "segments": {"type": "integer"}, "markup_fallback_segments": {"type": "integer"},
+                     "markup_segments": _object({k: {"type": "integer"} for k in ("markers", "strict", "runs",
+                                                                                   "safe_form")},
+                                                ["markers", "strict", "runs", "safe_form"])},
+                    ["translatedFileUrl", "name", "segments", "markup_fallback_segments", "markup_segments"]))),
             "/api/translate_file": file_post(
                 "The web page's document endpoint: Server-Sent Events (start, progress with segments done of "
                 "total, done with translatedFileUrl, or error)",
-                {"description": "text/event-stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}),
+                {"description": "text/event-stream", "content": {"text/event-stream": {"schema": _object(
+                    {"event": {"type": "string", "enum": ["start", "progress", "done", "error"]},
+                     "data": {"type": "string"}}, ["data"])}}}),
             "/download_file/{file_id}/{name}": {"get": {
                 "summary": "A translated document, while it is kept (HYMT_FILE_RETENTION_S)",
                 "parameters": [{"name": "file_id", "in": "path", "required": True, "schema": {"type": "string"}},
                                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "the file", "content": {
-                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                "responses": {"200": {"description": "the file, as the media type of its format", "content": {
+                    media: {"schema": {"type": "string", "format": "binary"}}
+                    for media in dict.fromkeys(media for _, media in FORMATS.values())}},
                     "404": _error("Error", "No such file, or no longer kept")}}},
             "/v1/models": get("Model names, one per target language; root: the model that runs", ok("OpenAI model list", _object(
                 {"object": {"const": "list"}, "data": {"type": "array"}}, ["object", "data"]))),

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ..errors import BadRequest, HymtError, UnsupportedFormat
-from . import ebook, gettext, html, markdown, office, spreadsheet, subtitles, text, xliff
+from ..errors import BadRequest, HymtError, PayloadTooLarge, UnsupportedFormat
+from ..settings import Settings
+from . import ebook, gettext, guard, html, markdown, odf, office, spreadsheet, subtitles, text, xliff
 from .base import Extraction, Prepared, Result, finish, prepare
+from .guard import Limits
 
 Reader = Callable[[bytes, str], Extraction]
 
@@ -27,26 +29,49 @@ FORMATS: dict[str, tuple[Reader, str]] = {
     ".xliff": (xliff.read, "application/xliff+xml"),
     ".xlf": (xliff.read, "application/xliff+xml"),
     ".epub": (ebook.read, "application/epub+zip"),
+    ".odt": (odf.read, "application/vnd.oasis.opendocument.text"),
+    ".odp": (odf.read, "application/vnd.oasis.opendocument.presentation"),
+    ".ods": (odf.read, "application/vnd.oasis.opendocument.spreadsheet"),
 }
 
-__all__ = ["FORMATS", "Prepared", "Result", "extension", "finish", "media_type", "open_document", "prepare"]
+# How each kind of file is checked before its library reads it (guard.py).
+ARCHIVES = {".docx", ".pptx", ".xlsx", ".epub", ".odt", ".odp", ".ods"}
+XML = {".xliff", ".xlf"}
+LINES = {".txt", ".md", ".srt", ".vtt", ".po", ".pot"}
+DEFAULT_LIMITS = Limits.of(Settings())
+
+__all__ = ["FORMATS", "Limits", "Prepared", "Result", "extension", "finish", "media_type", "media_types", "open_document",
+           "prepare"]
 
 
-def extension(filename: str) -> str:
-    """The file's format by its extension, or a 415 that lists the supported ones."""
+def media_types() -> dict[str, str]:
+    """The accepted media types (parameters left out), each with the extension it stands for (the first that has it)."""
+    types: dict[str, str] = {}
+    for ext, (_, media) in FORMATS.items():
+        types.setdefault(media.split(";")[0], ext)
+    return types
+
+
+def extension(filename: str, media: str | None = None) -> str:
+    """The file's format by its extension, else by the media type it was sent as; or a 415 that lists both."""
     dot = filename.rfind(".")
     ext = filename[dot:].lower() if dot >= 0 else ""
-    if ext not in FORMATS:
-        shown = ext or "a file without an extension"
-        raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)}")
-    return ext
+    if ext in FORMATS:
+        return ext
+    by_type = media_types().get((media or "").split(";")[0].strip().lower())
+    if by_type:
+        return by_type
+    shown = ext or "a file without an extension"
+    raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)} (a file named "
+                            "otherwise is read by its part's Content-Type: the media types in /openapi.json)")
 
 
 def download_name(uploaded: str, ext: str, target: str) -> str:
-    """The name offered for download: the upload's own base name, cleaned to safe characters, with the target
-    language before the extension."""
+    """The name offered for download: the upload's own base name without its extension, cleaned to safe characters,
+    with the target language and the format's extension."""
     base = re.split(r"[\\/]", uploaded)[-1]
-    stem = re.sub(r"[^\w.\- ]", "_", base[:len(base) - len(ext)]).strip(" .")[:80] or "document"
+    dot = base.rfind(".")
+    stem = re.sub(r"[^\w.\- ]", "_", base[:dot] if dot > 0 else base).strip(" .")[:80] or "document"
     return f"{stem}.{target}{ext}"
 
 
@@ -54,12 +79,23 @@ def media_type(ext: str) -> str:
     return FORMATS[ext][1]
 
 
-def open_document(ext: str, data: bytes, target: str) -> Prepared:
-    """Read a file (by its extension) into the texts to translate. A file the library cannot read is a 400."""
+def open_document(ext: str, data: bytes, target: str, limits: Limits = DEFAULT_LIMITS) -> Prepared:
+    """Read a file (by its extension) into the texts to translate, once it has passed the checks for hostile files;
+    a document over the limits is a 413 before any translation. A file the library cannot read is a 400."""
+    if len(data) > limits.file_bytes:
+        raise PayloadTooLarge(f"the file is over the limit of {limits.file_bytes} bytes (HYMT_MAX_FILE_BYTES)")
+    if ext in ARCHIVES:
+        guard.check_archive(data, ext, limits)
+    elif ext in XML:
+        guard.check_xml(data, ext)
+    elif ext in LINES:
+        guard.check_lines(data, ext, limits)
     try:
-        return prepare(FORMATS[ext][0](data, target))
+        prepared = prepare(FORMATS[ext][0](data, target))
     except HymtError:
         raise
     except Exception as exc:  # noqa: BLE001 - each library has its own errors for a damaged file
         raise BadRequest(f"could not read this {ext} file: {type(exc).__name__}: {exc}",
                          error_type="invalid_file") from None
+    guard.check_segments(prepared.texts, ext, limits)
+    return prepared

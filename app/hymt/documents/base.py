@@ -4,6 +4,7 @@ marked text, and the translations put back (markers restored, or the safe form, 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -60,14 +61,26 @@ class Prepared:
         return inline.MARKER.sub(" ", "\n".join(s.core for s in self.sent[:200]))[:5000]
 
 
+# How a segment with inline markup came back (documents/translate.py): its markers kept at once, kept when asked
+# again with the stricter prompt, or its runs translated apart; else the safe form.
+PATHS = ("markers", "strict", "runs")
+
+
 @dataclass
 class Result:
     data: bytes
     segments: int
     markup_fallbacks: int
+    paths: Counter = field(default_factory=Counter)  # segments with markup by the path they took (PATHS)
 
     def report(self) -> dict:
-        return {"segments": self.segments, "markup_fallback_segments": self.markup_fallbacks}
+        return {"segments": self.segments, "markup_fallback_segments": self.markup_fallbacks,
+                "markup_segments": {**{path: self.paths[path] for path in PATHS}, "safe_form": self.markup_fallbacks}}
+
+
+def clean(translation: str) -> str:
+    """A translation as it goes into a document: HY-MT1.5's <target> wrapper and characters XML cannot hold removed."""
+    return NOT_XML.sub("", _TARGET_WRAPPER.sub("", translation))
 
 
 def prepare(extraction: Extraction) -> Prepared:
@@ -84,15 +97,16 @@ def prepare(extraction: Extraction) -> Prepared:
     return prepared
 
 
-def finish(prepared: Prepared, translations: list[str]) -> Result:
-    """The translated file. A segment whose markers did not come back is written in its safe form and counted."""
+def finish(prepared: Prepared, translations: list[str], paths: list[str | None] | None = None) -> Result:
+    """The translated file. A segment whose markers did not come back is written in its safe form and counted;
+    `paths` says how each translation with markers was made (PATHS; "markers" when not given)."""
     segments = prepared.extraction.segments
     if len(translations) != len(prepared.sent):
         raise ValueError(f"{len(translations)} translations for {len(prepared.sent)} segments")
     outcomes = [Outcome(items, translated=False) for items in segments]
-    fallbacks = 0
-    for sent, translation in zip(prepared.sent, translations):
-        translation = NOT_XML.sub("", _TARGET_WRAPPER.sub("", translation))
+    fallbacks, counted = 0, Counter()
+    for n, (sent, translation) in enumerate(zip(prepared.sent, translations)):
+        translation = clean(translation)
         if not translation.strip():
             continue  # the model gave nothing: the source words stay, so no cue, cell or paragraph goes empty
         text = sent.lead + translation.strip() + sent.trail
@@ -107,8 +121,9 @@ def finish(prepared: Prepared, translations: list[str]) -> Result:
             items[0] = sent.lead + items[0] + sent.trail
             outcomes[sent.index] = Outcome(items, fell_back=True)
         else:
+            counted[(paths[n] if paths else None) or "markers"] += 1
             outcomes[sent.index] = Outcome(inline.merge_text(restored))
-    return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks)
+    return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks, counted)
 
 
 def each_translated(targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None],

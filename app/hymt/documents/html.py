@@ -14,6 +14,7 @@ import lxml.html
 from lxml import etree
 
 from .base import NOT_XML, Extraction, each_translated
+from .guard import parser as xml_parser
 from .inline import Item
 from .xmlinline import items_of, localname, replace_run
 
@@ -141,8 +142,7 @@ def read_fragment(text: str, target: str, as_bytes: bool = False) -> Extraction:
 
 
 def read_xhtml(data: bytes, target: str) -> Extraction:
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, remove_blank_text=False)
-    tree = etree.parse(io.BytesIO(data), parser)
+    tree = etree.parse(io.BytesIO(data), xml_parser())
     root = tree.getroot()
     root.set(XML_LANG, target)
     if root.get("lang") is not None:

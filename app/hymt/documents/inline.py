@@ -67,6 +67,16 @@ def encode(items: list[Item]) -> tuple[str, dict[int, Tag | Void]] | None:
     return ("".join(out), table) if walk(items) else None
 
 
+def table_of(text: str) -> dict[int, Tag | Void]:
+    """The marker table of a marked text (payloads unknown): enough to tell whether a translation kept its markers."""
+    return {int(m.group(2)): Void(None) if m.group(3) else Tag(None) for m in MARKER.finditer(text) if not m.group(1)}
+
+
+def kept(text: str, translation: str) -> bool:
+    """Whether the translation of a marked text has every one of its markers, as `restore` needs them."""
+    return restore(translation, table_of(text)) is not None
+
+
 def restore(translation: str, table: dict[int, Tag | Void]) -> list[Item] | None:
     """The translation as items, each marker replaced by its original markup; None unless every marker came back
     exactly once, well nested, and of its own kind (paired or void)."""

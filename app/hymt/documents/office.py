@@ -11,6 +11,7 @@ import pptx
 from lxml import etree
 
 from .base import Extraction, each_translated
+from .guard import parser
 from .ooxml import DRAWING, WORD, Paragraph, paragraphs
 
 _WORD_PARTS = ("/word/header", "/word/footer", "/word/footnotes", "/word/endnotes", "/word/comments")
@@ -29,7 +30,7 @@ def read_docx(data: bytes, target: str) -> Extraction:
             continue
         element = getattr(part, "_element", None)
         if element is None:
-            element = etree.fromstring(part.blob)
+            element = etree.fromstring(part.blob, parser())
             blobs.append((part, element))
         paras += paragraphs(element, WORD)
 

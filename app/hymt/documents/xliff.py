@@ -10,6 +10,7 @@ from lxml import etree
 
 from ..errors import BadRequest
 from .base import Extraction, Outcome, each_translated
+from .guard import parser
 from .inline import Item
 from .xmlinline import build, items_of, localname
 
@@ -23,9 +24,8 @@ def _classify(el) -> str:
 
 
 def read(data: bytes, target: str) -> Extraction:
-    parser = etree.XMLParser(resolve_entities=False, no_network=True)
     try:
-        tree = etree.parse(io.BytesIO(data), parser)
+        tree = etree.parse(io.BytesIO(data), parser())
     except etree.XMLSyntaxError as exc:
         raise BadRequest(f"the .xliff file is not well-formed XML: {exc}", error_type="invalid_file") from None
     root = tree.getroot()

@@ -1,0 +1,185 @@
+"""Documents of every format made for the tests: OpenDocument packages written as LibreOffice lays them out, any
+format holding a given list of paragraphs, and hostile variants of them (zip bombs, entity declarations)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import os
+import zipfile
+from html import escape
+
+NS = {
+    "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
+    "text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0",
+    "table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+    "draw": "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0",
+    "presentation": "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0",
+    "style": "urn:oasis:names:tc:opendocument:xmlns:style:1.0",
+    "fo": "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0",
+    "svg": "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0",
+    "xlink": "http://www.w3.org/1999/xlink",
+    "dc": "http://purl.org/dc/elements/1.1/",
+    "meta": "urn:oasis:names:tc:opendocument:xmlns:meta:1.0",
+    "manifest": "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0",
+}
+_XMLNS = " ".join(f'xmlns:{k}="{v}"' for k, v in NS.items())
+ODF_TYPES = {".odt": ("text", "application/vnd.oasis.opendocument.text"),
+             ".odp": ("presentation", "application/vnd.oasis.opendocument.presentation"),
+             ".ods": ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet")}
+_STYLES = ('<office:automatic-styles><style:style style:name="B" style:family="text"><style:text-properties '
+           'fo:font-weight="bold"/></style:style><style:style style:name="I" style:family="text">'
+           '<style:text-properties fo:font-style="italic"/></style:style></office:automatic-styles>')
+
+
+def odf(ext: str, body: str, master: str = "", picture: bool = False) -> bytes:
+    """An OpenDocument package: `body` inside office:text/presentation/spreadsheet, `master` inside a master page
+    of styles.xml (headers, footers), and a picture member when asked."""
+    kind, mimetype = ODF_TYPES[ext]
+    content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_XMLNS} office:version="1.3">'
+               f"{_STYLES}<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>")
+    styles = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {_XMLNS} office:version="1.3">'
+              f'<office:master-styles><style:master-page style:name="Standard">{master}</style:master-page>'
+              "</office:master-styles></office:document-styles>")
+    meta = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {_XMLNS} office:version="1.3">'
+            "<office:meta><dc:language>en-US</dc:language><dc:title>Sample</dc:title></office:meta>"
+            "</office:document-meta>")
+    files = {"content.xml": content, "styles.xml": styles, "meta.xml": meta}
+    if picture:
+        files["Pictures/a.png"] = b"\x89PNG\r\n\x1a\nnot really a picture"
+    entries = "".join(f'<manifest:file-entry manifest:full-path="{name}" manifest:media-type="text/xml"/>'
+                      for name in files)
+    files["META-INF/manifest.xml"] = (
+        f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest="{NS["manifest"]}" '
+        f'manifest:version="1.3"><manifest:file-entry manifest:full-path="/" manifest:media-type="{mimetype}"/>'
+        f"{entries}</manifest:manifest>")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr(zipfile.ZipInfo("mimetype"), mimetype, zipfile.ZIP_STORED)
+        for name, data in files.items():
+            package.writestr(name, data)
+    return out.getvalue()
+
+
+def odf_paragraphs(ext: str, texts: list[str]) -> bytes:
+    paragraphs = "".join(f"<text:p>{escape(t)}</text:p>" for t in texts)
+    if ext == ".odt":
+        return odf(ext, paragraphs)
+    if ext == ".odp":
+        return odf(ext, f'<draw:page draw:name="p1"><draw:frame><draw:text-box>{paragraphs}</draw:text-box>'
+                        "</draw:frame></draw:page>")
+    rows = "".join(f'<table:table-row><table:table-cell office:value-type="string"><text:p>{escape(t)}</text:p>'
+                   "</table:table-cell></table:table-row>" for t in texts)
+    return odf(ext, f'<table:table table:name="Sheet1">{rows}</table:table>')
+
+
+def document(ext: str, texts: list[str]) -> bytes:
+    """A document of the format holding these paragraphs (cells, cues, messages, units)."""
+    if ext in ODF_TYPES:
+        return odf_paragraphs(ext, texts)
+    if ext == ".txt":
+        return "\n".join(texts).encode()
+    if ext == ".md":
+        return "\n\n".join(texts).encode()
+    if ext == ".html":
+        return ("<html><body>" + "".join(f"<p>{escape(t)}</p>" for t in texts) + "</body></html>").encode()
+    if ext == ".srt":
+        return "".join(f"{i}\n00:00:{i % 60:02},000 --> 00:00:{i % 60:02},500\n{t}\n\n"
+                       for i, t in enumerate(texts, 1)).encode()
+    if ext == ".vtt":
+        return ("WEBVTT\n\n" + "".join(f"00:{i // 60 % 60:02}:{i % 60:02}.000 --> 00:{i // 60 % 60:02}:{i % 60:02}.500\n"
+                                       f"{t}\n\n" for i, t in enumerate(texts))).encode()
+    if ext == ".po":
+        return ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                + "".join(f'msgid "{t}"\nmsgstr ""\n\n' for t in texts)).encode()
+    if ext == ".xliff":
+        units = "".join(f'<trans-unit id="{i}"><source>{escape(t)}</source></trans-unit>' for i, t in enumerate(texts))
+        return ('<?xml version="1.0"?><xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+                f'<file source-language="en" datatype="plaintext" original="a"><body>{units}</body></file>'
+                "</xliff>").encode()
+    buf = io.BytesIO()
+    if ext == ".docx":
+        import docx
+
+        d = docx.Document()
+        for t in texts:
+            d.add_paragraph(t)
+        d.save(buf)
+    elif ext == ".pptx":
+        import pptx
+
+        prs = pptx.Presentation()
+        frame = prs.slides.add_slide(prs.slide_layouts[6]).shapes.add_textbox(0, 0, 100, 100).text_frame
+        frame.text = texts[0]
+        for t in texts[1:]:
+            frame.add_paragraph().text = t
+        prs.save(buf)
+    elif ext == ".xlsx":
+        import openpyxl
+
+        book = openpyxl.Workbook()
+        for t in texts:
+            book.active.append([t])
+        book.save(buf)
+    elif ext == ".epub":
+        from ebooklib import epub
+
+        book = epub.EpubBook()
+        book.set_identifier("id1")
+        book.set_title("Book")
+        book.set_language("en")
+        chapter = epub.EpubHtml(title="One", file_name="one.xhtml", lang="en")
+        chapter.content = "<html><body>" + "".join(f"<p>{escape(t)}</p>" for t in texts) + "</body></html>"
+        book.add_item(chapter)
+        book.toc = [chapter]
+        book.spine = ["nav", chapter]
+        book.add_item(epub.EpubNcx())
+        book.add_item(epub.EpubNav())
+        epub.write_epub(buf, book)
+    else:
+        raise ValueError(ext)
+    return buf.getvalue()
+
+
+ARCHIVES = (".docx", ".pptx", ".xlsx", ".epub", ".odt", ".odp", ".ods")
+# The member each archive format's library reads its words from.
+MAIN_MEMBER = {".docx": "word/document.xml", ".pptx": "ppt/slides/slide1.xml", ".xlsx": "xl/worksheets/sheet1.xml",
+               ".epub": "EPUB/one.xhtml", ".odt": "content.xml", ".odp": "content.xml", ".ods": "content.xml"}
+
+
+def rezip(data: bytes, replace: dict[str, bytes] | None = None, add: dict[str, bytes] | None = None) -> bytes:
+    """The archive with some members' contents replaced and others added (deflated)."""
+    replace, add = replace or {}, add or {}
+    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            archive.writestr(copy.copy(info), replace.get(info.filename, source.read(info)))
+        for name, content in add.items():
+            archive.writestr(name, content)
+    return out.getvalue()
+
+
+def with_main(ext: str, data: bytes, transform) -> bytes:
+    """The archive with its main member passed through transform(bytes) -> bytes."""
+    name = MAIN_MEMBER[ext]
+    return rezip(data, {name: transform(zipfile.ZipFile(io.BytesIO(data)).read(name))})
+
+
+def low_entropy(size: int) -> bytes:
+    """Bytes that compress about 30 to 60 times: far from a bomb's ratio, but many of them fit in a small file."""
+    return os.urandom(size).translate(bytes([ord("b") if i < 2 else ord("a") for i in range(256)]))
+
+
+BILLION_LAUGHS = ('<!DOCTYPE lolz [<!ENTITY lol "lol">' + "".join(
+    f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10)) + "]>")
+EXTERNAL_ENTITY = '<!DOCTYPE r [<!ENTITY secret SYSTEM "file:///etc/passwd">]>'
+
+
+def with_doctype(xml: bytes, doctype: str, reference: str) -> bytes:
+    """XML with a doctype put after its declaration and an entity reference put in its first paragraph's text."""
+    head, sep, rest = xml.partition(b"?>")
+    if not sep:
+        head, rest = b"", xml
+    else:
+        head += sep
+    return head + doctype.encode() + rest.replace(b"Hello", f"Hello &{reference};".encode(), 1)
