@@ -138,7 +138,7 @@ def decide_like_the_entrypoint(tmp: Path, card_gb: str | None) -> subprocess.Com
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("card_gb,profile", [("8", "nf4-int8kv"), ("12", "nf4"), ("16", "nf4"), ("24", "bf16"),
+@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("12", "int4"), ("16", "int4"), ("24", "bf16"),
                                              ("48", "bf16"), ("80", "bf16"), (None, "cpu")])
 def test_entrypoint_profile_decision(tmp_path, card_gb, profile):
     result = decide_like_the_entrypoint(tmp_path, card_gb)

@@ -73,7 +73,7 @@ def test_planner_serves_a_4bit_checkpoint_as_a_4bit_tier(quantized):
     result = hymt("profile", "--model", str(quantized), "--gpu-memory-gb", "24")
     assert result.returncode == 0, result.stderr
     decision = json.loads(result.stdout)
-    assert decision["profile"] in ("nf4", "nf4-int8kv") and decision["weights"] == "gptq-int4"
+    assert decision["profile"] in ("int4", "int4-int8kv") and decision["weights"] == "gptq-int4"
 
 
 @pytest.mark.quantize
