@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -72,3 +73,14 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+
+
+@contextlib.contextmanager
+def serving(model: Path, log_path: Path, **env: str):
+    """A healthy server for the block (a module fixture's body), stopped after it."""
+    srv = Server(model, log_path, **env)
+    try:
+        srv.wait_healthy()
+        yield srv
+    finally:
+        srv.stop()

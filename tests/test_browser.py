@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import srt as srt_lib
-from servers import Server
+from servers import Server, serving
 
 pytestmark = pytest.mark.browser
 
@@ -23,10 +23,8 @@ IDLE = "document.querySelector('#output').textContent.length > 0 && !document.qu
 
 @pytest.fixture(scope="module")
 def server(test_model, tmp_path_factory):
-    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "browser.log", HYMT_MAX_CHARS="2000")
-    srv.wait_healthy()
-    yield srv
-    srv.stop()
+    with serving(test_model, tmp_path_factory.mktemp("logs") / "browser.log", HYMT_MAX_CHARS="2000") as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -141,12 +141,10 @@ def test_loading_is_announced(test_model):
 
 @pytest.fixture(scope="module")
 def server(test_model, tmp_path_factory):
-    from servers import Server
+    from servers import serving
 
-    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "cli.log", HYMT_API_KEYS="k1")
-    srv.wait_healthy()
-    yield srv
-    srv.stop()
+    with serving(test_model, tmp_path_factory.mktemp("logs") / "cli.log", HYMT_API_KEYS="k1") as srv:
+        yield srv
 
 
 def test_through_a_running_server(server, tmp_path):

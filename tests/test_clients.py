@@ -9,27 +9,23 @@ import pytest
 from hymt.api.alternatives import rank
 from hymt.errors import ConfigError
 from hymt.settings import Settings
-from servers import Server
+from servers import serving
 
 ALLOWED_ORIGIN = "http://allowed.example"
 
 
 @pytest.fixture(scope="module")
 def server(test_model, tmp_path_factory):
-    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "clients.log", HYMT_MAX_CHARS="500")
-    srv.wait_healthy()
-    yield srv
-    srv.stop()
+    with serving(test_model, tmp_path_factory.mktemp("logs") / "clients.log", HYMT_MAX_CHARS="500") as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
 def keyed_server(test_model, tmp_path_factory):
     """Keys required, and cross-origin calls allowed from one origin only."""
-    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "keyed.log", HYMT_API_KEYS="k1",
-                 HYMT_CORS_ORIGINS=ALLOWED_ORIGIN)
-    srv.wait_healthy()
-    yield srv
-    srv.stop()
+    with serving(test_model, tmp_path_factory.mktemp("logs") / "keyed.log", HYMT_API_KEYS="k1",
+                 HYMT_CORS_ORIGINS=ALLOWED_ORIGIN) as srv:
+        yield srv
 
 
 def test_deep_translator(server):
