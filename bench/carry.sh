@@ -19,7 +19,7 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
   -d .whl transformers==5.23.0 bitsandbytes==0.50.2 humming-kernels==0.1.19 starlette==1.10.0 uvicorn==0.54.0 \
   python-multipart==0.0.34 sentencex==1.0.32 py3langid==0.4.0 hanzidentifier==1.3.0 webvtt-py==0.6.0 \
   python-docx==1.2.0 python-pptx==1.0.2 openpyxl==3.1.5 et-xmlfile==2.0.0 polib==1.2.0 ebooklib==0.20 \
-  torchao==0.18.0
+  zhon==2.1.1 xlsxwriter==3.3.1 torchao==0.18.0
 $py -m pip wheel -q --no-deps -w .whl srt==3.5.3 gemlite==0.6.0.post2
 
 work=$(mktemp -d)
@@ -45,3 +45,7 @@ cp "$anchors"/llama-bin-sm90.tar.xz.part* "$anchors"/to_gguf.py .llama/
 tar xJf "$anchors/llama-src.tar.xz" -C "$work" ./convert_hf_to_gguf.py ./conversion ./gguf-py ./LICENSE
 tar cf - -C "$work" convert_hf_to_gguf.py conversion gguf-py LICENSE | xz -6 > .llama/llama-convert.tar.xz
 du -sh .whl .llama
+# Every requirement of hymt and of these wheels is either carried or on the GPU machine's image (its package list,
+# where this workplace keeps it): a missing one stops the servers at import, which only the run would show.
+kinds=${DEVICE_KINDS:-/work/.library/device/KINDS.md}
+[ -f "$kinds" ] && $py bench/closure.py "$kinds" .whl
