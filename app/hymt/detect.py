@@ -107,6 +107,11 @@ def _identifier():
     return identifier
 
 
+def prepare() -> None:
+    """Load the statistical model now (about a second of CPU) rather than inside the first request."""
+    _identifier()
+
+
 def _statistical(text: str, candidates: tuple[str, ...]) -> tuple[str, float]:
     """py3langid's best among `candidates`, with its probability renormalized over them."""
     ranked = [(code, p) for code, p in _identifier().rank(text) if code in candidates]

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from ..engine.engine import Engine
 from ..engine.jobs import Event, Job, Options
 from ..engine.startup import start
+from .. import detect
 from ..errors import HymtError, NotReady
 from ..hardware import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language
@@ -62,6 +63,7 @@ class Service:
                 # Before the translation engine serves: capturing the fusion model's CUDA graphs while another
                 # thread runs steps on the same GPU is not allowed.
                 self._load_fusion(engine_factory or start, on_phase)
+                detect.prepare()
                 self.engine = engine
                 self.phase = "ready"
             except Exception as exc:  # noqa: BLE001 - any start-up failure makes the service unhealthy, with a reason

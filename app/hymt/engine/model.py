@@ -54,6 +54,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * x.to(dtype)
 
 
+def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual sum and its RMSNorm (one kernel when compiled, where the sum alone took one of its own)."""
+    hidden = hidden + delta
+    return hidden, rms_norm(hidden, weight, eps)
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -96,13 +103,16 @@ class Decoder:
         angles = torch.cat((angles, angles), dim=-1)
         self.cos = (angles.cos() * rotary.attention_scaling).to(self.dtype)
         self.sin = (angles.sin() * rotary.attention_scaling).to(self.dtype)
-        self.rms_norm, self.rope_qk_norm, self.silu_mul = rms_norm, rope_qk_norm, silu_mul
+        self.uncompile()
         if compiled:
-            self.rms_norm, self.rope_qk_norm, self.silu_mul = (torch.compile(f, dynamic=True)
-                                                               for f in (rms_norm, rope_qk_norm, silu_mul))
+            self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
+                torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul))
+            arena.compile()
 
     def uncompile(self) -> None:
-        self.rms_norm, self.rope_qk_norm, self.silu_mul = rms_norm, rope_qk_norm, silu_mul
+        self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (rms_norm, add_rms_norm, rope_qk_norm,
+                                                                              silu_mul)
+        self.arena.uncompile()
 
     @torch.inference_mode()
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -113,20 +123,24 @@ class Decoder:
         gather = None
         if self.attention == "dense":  # which arena rows each segment reads: the same in every layer
             gather = self._gather_plan(batch) if batch.spans is None else self._span_plan(batch.spans)
+        x = self.rms_norm(hidden, self.layers[0].input_layernorm.weight, self.eps)
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
-            x = self.rms_norm(hidden, layer.input_layernorm.weight, self.eps)
             q, k, v = self._qkv(attn, x)
             q = q.view(tokens, self.num_heads, self.head_dim)
             k, v = k.view(tokens, self.num_kv_heads, self.head_dim), v.view(tokens, self.num_kv_heads, self.head_dim)
             q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps)
             self.arena.write(i, batch.write_index, k, v)
             out = self._attend(i, q, batch, gather)
-            hidden = hidden + attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim))
-            x = self.rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
-            hidden = hidden + mlp.down_proj(self.silu_mul(*self._gate_up(mlp, x)))
-        last = self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps)
-        return self.lm_head(last)
+            hidden, x = self.add_rms_norm(hidden, attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim)),
+                                          layer.post_attention_layernorm.weight, self.eps)
+            delta = mlp.down_proj(self.silu_mul(*self._gate_up(mlp, x)))
+            if i < last:  # the next layer's input norm rides with the sum
+                hidden, x = self.add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
+            else:
+                hidden = hidden + delta
+        return self.lm_head(self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
 
     def _qkv(self, attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The three projections, as one matmul where the weights were fused (see weights.py)."""
