@@ -57,6 +57,13 @@ class KVArena:
             self.keys[layer].index_copy_(0, index, keys)
             self.values[layer].index_copy_(0, index, values)
 
+    def storage(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """A layer's arena as stored, for the kernels that write and read it in place: keys, values and, for INT8,
+        their scales (None otherwise)."""
+        if self.quantized:
+            return self.keys[layer], self.values[layer], self.key_scales[layer], self.value_scales[layer]
+        return self.keys[layer], self.values[layer], None, None
+
     def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A whole layer's keys and values in 16 bits: the arena itself, or the INT8 arena dequantized into the
         scratch layer."""

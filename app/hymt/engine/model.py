@@ -12,6 +12,8 @@ Attention, by what the GPU and the cache allow:
 Where the weights were fused (weights.py), q, k and v come from one matmul and the gate and up halves from another.
 The element-wise pieces (RMSNorm, rotary embedding with the Q/K norms, SiLU gate) are small functions with
 transformers' own arithmetic; on a GPU they are compiled with torch.compile, which fuses each into one kernel.
+Where Triton is present on a GPU (engine/kernels.py), the rotary embedding, the Q/K norms and the arena write are
+one kernel per layer, and a decoding batch's attention is Triton's too, reading an INT8 arena as stored.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import kernels
 from .kvcache import KVArena
 
 
@@ -108,8 +111,11 @@ class Decoder:
             self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
                 torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul))
             arena.compile()
+        self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
 
     def uncompile(self) -> None:
+        """torch's eager path throughout (where capturing the decoding graphs failed): nothing compiled, no Triton."""
+        self.kernels = False
         self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (rms_norm, add_rms_norm, rope_qk_norm,
                                                                               silu_mul)
         self.arena.uncompile()
@@ -119,25 +125,38 @@ class Decoder:
         """Next-token logits [m, vocab] for the tokens at batch.logits_index; keys and values written on the way."""
         tokens = batch.input_ids.shape[0]
         hidden = self.embed(batch.input_ids)
-        cos, sin = self.cos[batch.positions], self.sin[batch.positions]
+        cos, sin = (None, None) if self.kernels else (self.cos[batch.positions], self.sin[batch.positions])
+        decoding = batch.spans is None  # a GPU's decoding batch: one query per segment
+        add_rms_norm = kernels.add_rms_norm if self.kernels else self.add_rms_norm
         gather = None
-        if self.attention == "dense":  # which arena rows each segment reads: the same in every layer
+        if self.attention == "dense" and not (decoding and self.kernels):  # the arena rows each segment reads
             gather = self._gather_plan(batch) if batch.spans is None else self._span_plan(batch.spans)
         x = self.rms_norm(hidden, self.layers[0].input_layernorm.weight, self.eps)
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             q, k, v = self._qkv(attn, x)
-            q = q.view(tokens, self.num_heads, self.head_dim)
-            k, v = k.view(tokens, self.num_kv_heads, self.head_dim), v.view(tokens, self.num_kv_heads, self.head_dim)
-            q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps)
-            self.arena.write(i, batch.write_index, k, v)
-            out = self._attend(i, q, batch, gather)
-            hidden, x = self.add_rms_norm(hidden, attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim)),
-                                          layer.post_attention_layernorm.weight, self.eps)
+            if self.kernels:
+                q = kernels.rope_norm_store(q, k, v, self.cos, self.sin, batch.positions, batch.write_index,
+                                            attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
+                                            *self.arena.storage(i))
+            else:
+                q = q.view(tokens, self.num_heads, self.head_dim)
+                k = k.view(tokens, self.num_kv_heads, self.head_dim)
+                v = v.view(tokens, self.num_kv_heads, self.head_dim)
+                q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight,
+                                         self.eps)
+                self.arena.write(i, batch.write_index, k, v)
+            if decoding and self.kernels:
+                out = kernels.decode_attention(q, *self.arena.storage(i), batch.kv_starts, batch.kv_lengths,
+                                               self.scale)
+            else:
+                out = self._attend(i, q, batch, gather)
+            hidden, x = add_rms_norm(hidden, attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim)),
+                                     layer.post_attention_layernorm.weight, self.eps)
             delta = mlp.down_proj(self.silu_mul(*self._gate_up(mlp, x)))
             if i < last:  # the next layer's input norm rides with the sum
-                hidden, x = self.add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
+                hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
             else:
                 hidden = hidden + delta
         return self.lm_head(self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))

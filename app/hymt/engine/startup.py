@@ -43,9 +43,10 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
     glossaries = Glossaries(settings.glossaries) if settings.glossaries else None
     phase = on_phase or (lambda text: None)
     if settings.compile_cache_dir:
-        # Compiled kernels persist across restarts here (a volume in the image): torch.compile's and humming's.
+        # Compiled kernels persist across restarts here (a volume in the image): torch.compile's, humming's, Triton's.
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", settings.compile_cache_dir)
         os.environ.setdefault("HUMMING_CACHE_DIR", os.path.join(settings.compile_cache_dir, "humming"))
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(settings.compile_cache_dir, "triton"))
     tiers = [decision.tier]
     if decision.device == "cuda" and settings.profile == "auto":
         tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1:] if t.auto and decision.allows(t)]

@@ -1,0 +1,189 @@
+"""The Triton kernels (engine/kernels.py) against torch's path: on a GPU as they run there (bf16), elsewhere in
+Triton's interpreter (float32 and float16; it has no bfloat16) in a subprocess, since the interpreter is chosen when
+the kernels are defined. Each check is also a plain function, so `python tests/test_kernels.py cuda` runs them all
+on a GPU machine."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+APP = Path(__file__).resolve().parents[1] / "app"
+sys.path.insert(0, str(APP))
+
+from hymt.engine import model as model_module  # noqa: E402
+from hymt.engine.kvcache import KVArena, quantize  # noqa: E402
+
+HEADS, KV_HEADS, D = 8, 2, 16
+
+
+def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
+    """q, k and v of five tokens: the kernel's queries and arena rows against rope_qk_norm and the arena's write."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(0)
+    tokens = 5
+    qkv = torch.randn(tokens, (HEADS + 2 * KV_HEADS) * D, device=device).to(dtype)
+    q, k, v = qkv.split([HEADS * D, KV_HEADS * D, KV_HEADS * D], dim=-1)  # row-strided views, as the fused matmul
+    positions = torch.tensor([0, 3, 7, 2, 9], device=device)
+    rows = torch.tensor([4, 9, 1, 12, 6], device=device)
+    angles = torch.arange(16.0, device=device)[:, None] / 10000 ** (torch.arange(0, D, 2, device=device) / D)
+    angles = torch.cat((angles, angles), -1)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
+    want_q, want_k = model_module.rope_qk_norm(q.reshape(tokens, HEADS, D), k.reshape(tokens, KV_HEADS, D),
+                                               cos[positions], sin[positions], q_weight, k_weight, 1e-5)
+    for kind in ("int8", str(dtype)):
+        arena = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
+        got_q = kernels.rope_norm_store(q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5,
+                                        *arena.storage(0))
+        assert torch.allclose(got_q.float(), want_q.float(), **_tolerance(dtype))
+        reference = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
+        reference.write(0, rows, want_k, v.reshape(tokens, KV_HEADS, D))
+        for got, want in zip(arena.storage(0), reference.storage(0)):
+            if got is None:
+                continue
+            if got.dtype == torch.int8:  # a value on a rounding boundary may land one step apart
+                assert (got.int() - want.int()).abs().max() <= 1
+            else:
+                assert torch.allclose(got.float(), want.float(), **_tolerance(dtype))
+
+
+def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
+    """Three rows of a hidden size that is not a power of two: the sum in place and its norm, as model.add_rms_norm."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(3)
+    hidden, delta = (torch.randn(3, 96, device=device).to(dtype) for _ in range(2))
+    weight = (torch.rand(96, device=device) + 0.5).to(dtype)
+    want_hidden, want_normed = model_module.add_rms_norm(hidden, delta, weight, 1e-5)
+    got_hidden, got_normed = kernels.add_rms_norm(hidden.clone(), delta, weight, 1e-5)
+    assert torch.equal(got_hidden, want_hidden)
+    assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype))
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    """float32 to rounding; 16 bits within a unit or two in the last place (the kernels round at other points)."""
+    return {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+
+
+def check_decode_attention(device: str, dtype: torch.dtype) -> None:
+    """Six segments of 1 to 150 tokens in a 300-row arena, 16-bit and INT8, split and whole, against softmax
+    attention over each segment's rows."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(1)
+    keys, values = (torch.randn(300, KV_HEADS, D, device=device).to(dtype) for _ in range(2))
+    starts = torch.tensor([0, 40, 100, 7, 200, 1], dtype=torch.int32, device=device)
+    lengths = torch.tensor([1, 60, 150, 3, 90, 130], dtype=torch.int32, device=device)
+    q = torch.randn(6, HEADS, D, device=device).to(dtype)
+
+    def reference(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        out = []
+        for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            k = keys[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            v = values[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            weights = (q[i].float()[:, None, :] @ k.transpose(1, 2))[:, 0] * D ** -0.5
+            out.append((weights.softmax(-1)[:, None, :] @ v)[:, 0])
+        return torch.stack(out)
+
+    key_int8, key_scales = quantize(keys, dtype)
+    value_int8, value_scales = quantize(values, dtype)
+    for splits in (1, 4, 16):
+        got = kernels.decode_attention(q, keys, values, None, None, starts, lengths, D ** -0.5, splits)
+        assert torch.allclose(got.float(), reference(keys, values), **_tolerance(dtype))
+        got = kernels.decode_attention(q, key_int8, value_int8, key_scales, value_scales, starts, lengths, D ** -0.5,
+                                       splits)
+        dequantized = reference(key_int8.to(dtype) * key_scales, value_int8.to(dtype) * value_scales)
+        assert torch.allclose(got.float(), dequantized, **_tolerance(dtype))
+
+
+def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
+    """The test model's decoding step for three segments, with the kernels and with torch's path, from the same
+    arena: the same logits and the same arena afterwards, 16-bit and INT8."""
+    from hymt.engine.model import Batch, Decoder
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    config = model.config
+    for kind in (str(dtype), "int8"):
+        torch.manual_seed(2)
+        arena = KVArena(config.num_hidden_layers, 64, config.num_key_value_heads, config.head_dim, kind, dtype,
+                        torch.device(device))
+        for tensor in arena.keys + arena.values:
+            tensor.copy_(torch.randint(-50, 50, tensor.shape) if kind == "int8" else torch.randn(tensor.shape))
+        decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
+        starts, positions = torch.tensor([1, 20, 40], device=device), torch.tensor([4, 16, 0], device=device)
+        batch = Batch(input_ids=torch.tensor([5, 900, 127960], device=device), positions=positions,
+                      write_index=starts + positions, query_starts=torch.arange(4, dtype=torch.int32, device=device),
+                      kv_starts=torch.cat([starts, starts[:1]]).int(), kv_lengths=(positions + 1).int(),
+                      logits_index=torch.arange(3, device=device), max_query=1, max_kv=32)
+        state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
+        saved = [t.clone() for t in state]
+        results = []
+        for use_kernels in (False, True):
+            for tensor, copy in zip(state, saved):
+                tensor.copy_(copy)
+            decoder.kernels = use_kernels
+            logits = decoder.forward(batch)
+            results.append((logits, [t.clone() for t in state]))
+        (want, want_arena), (got, got_arena) = results
+        assert torch.allclose(got.float(), want.float(), atol=1e-3 if dtype == torch.float32 else 5e-2)
+        for got_t, want_t in zip(got_arena, want_arena):
+            assert (got_t.float() - want_t.float()).abs().max() <= (1 if got_t.dtype == torch.int8 else 1e-3)
+
+
+CHECKS = {"rope_norm_store": check_rope_norm_store, "add_rms_norm": check_add_rms_norm,
+          "decode_attention": check_decode_attention}
+
+needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+
+
+def _interpreted(check: str, dtype: str, *extra: str) -> None:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(APP))
+    result = subprocess.run([sys.executable, __file__, "cpu", dtype, check, *extra], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_kernel_in_the_interpreter(check, dtype):
+    _interpreted(check, dtype)
+
+
+@needs_triton
+def test_decoding_step_with_the_kernels_equals_torchs(test_model):
+    _interpreted("decoding_step", "float32", str(test_model))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("triton") is None,
+                    reason="needs a CUDA GPU and Triton")
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_kernel_on_the_gpu(check):
+    CHECKS[check]("cuda", torch.bfloat16)
+
+
+def main(argv: list[str]) -> int:
+    """python tests/test_kernels.py DEVICE [DTYPE [CHECK [MODEL_DIR]]]: run one check, or all of them."""
+    device = argv[0]
+    dtype = getattr(torch, argv[1]) if len(argv) > 1 else torch.bfloat16
+    if len(argv) > 2 and argv[2] == "decoding_step":
+        check_decoding_step(device, dtype, argv[3])
+    else:
+        for name, check in CHECKS.items():
+            if len(argv) <= 2 or argv[2] == name:
+                check(device, dtype)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
