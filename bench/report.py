@@ -41,7 +41,7 @@ def table(results: dict) -> str:
              f"{results['new_tokens']} tokens, the official sampling; hymt through `/translate` with `source: auto`, "
              "llama.cpp's `llama-server` through `/v1/chat/completions` with the same prompt. tok/s: generated tokens "
              "per second over all clients (p50, p95: seconds per request). Single stream: one segment, decoding "
-             "alone (hymt's engine in-process, greedy: the difference of a 256- and a 128-token job; `llama-bench` "
+             "alone (hymt's engine in-process, greedy: its decoding steps over their wall time; `llama-bench` "
              "tg128).", "",
              "| card | engine | profile | 1 client tok/s (p50) | 16 clients | 64 clients (p50 / p95) "
              "| single stream tok/s | peak GPU GiB | OOM | start-up s |", "|---|---|---|---|---|---|---|---|---|---|"]
