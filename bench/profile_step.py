@@ -66,7 +66,9 @@ def main() -> int:
     decision = decide(settings)
     apply_memory_cap(args.card)
     engine = start(settings, decision)
-    record = {"card_gb": args.card, "profile": engine.decision.profile, "attention": engine.attention}
+    record = {"card_gb": args.card, "profile": engine.decision.profile, "attention": engine.attention,
+              "matvec": {f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas}
+                         for (n, k), (config, us, cublas) in engine.runner.decoder.matvec.items()}}
     runs = {}
     for name, sampling in (("greedy", Sampling(greedy=True)), ("official", Sampling())):
         engine.submit([(TEXT, resolve("en"))], resolve("de"), sampling, min_new_tokens=args.tokens).wait(120)
@@ -92,7 +94,8 @@ def main() -> int:
     engine.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in record.items() if k in ("profile", "job", "graph_replay_ms")}), flush=True)
+    print(json.dumps({k: v for k, v in record.items() if k in ("profile", "job", "graph_replay_ms", "matvec")}),
+          flush=True)
     return 0
 
 

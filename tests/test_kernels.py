@@ -68,9 +68,21 @@ def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
     assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype))
 
 
-def _tolerance(dtype: torch.dtype) -> dict:
-    """float32 to rounding; 16 bits within a unit or two in the last place (the kernels round at other points)."""
-    return {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+def check_matvec(device: str, dtype: torch.dtype) -> None:
+    """One row against a weight whose sizes are no multiple of any block: as torch's matmul."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(4)
+    x, weight = torch.randn(1, 1100, device=device).to(dtype), torch.randn(37, 1100, device=device).to(dtype)
+    want = (x.float() @ weight.float().T)
+    assert torch.allclose(kernels.matvec(x, weight).float(), want, **_tolerance(dtype, scale=33))
+
+
+def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:
+    """float32 to rounding; 16 bits within a unit or two in the last place (the kernels round at other points);
+    `scale`: the size of the values compared."""
+    atol = 1e-5 if dtype == torch.float32 else 2e-2
+    return {"atol": atol * scale, "rtol": atol}
 
 
 def check_decode_attention(device: str, dtype: torch.dtype) -> None:
@@ -140,7 +152,7 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
 
 
 CHECKS = {"rope_norm_store": check_rope_norm_store, "add_rms_norm": check_add_rms_norm,
-          "decode_attention": check_decode_attention}
+          "decode_attention": check_decode_attention, "matvec": check_matvec}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 

@@ -5,6 +5,8 @@
   tier), in one kernel. In torch that is two compiled kernels and two index copies (six more kernels for INT8).
 - `add_rms_norm`: the residual sum and the next RMSNorm in one pass over the row (torch.compile's kernel for it,
   compiled for any number of rows, took 2.7 us a call on the H200, 63 calls a step).
+- `matvec`: a 16-bit linear layer at one row (one user decoding), where it beats cuBLAS for the layer's shape on
+  this GPU (timed at start-up, `tune_matvec`): cuBLAS splits the narrow layers and reduces in a second kernel.
 - `decode_attention`: one query per segment against its range of the arena, the query heads that share a KV head
   in one program; an INT8 arena is read as stored, its scales folded into the scores and the probabilities, so it
   is never dequantized first (which, a whole layer per step, cost the 8 GB tier a third of its decoding step). At
@@ -95,6 +97,19 @@ if AVAILABLE:
         inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
         normed = tl.load(Weight + cols, mask=inside, other=0.0) * (x * inv).to(hidden.dtype)
         tl.store(Normed + row * stride_normed + cols, normed, mask=inside)
+
+    @triton.jit
+    def _matvec(X, W, Y, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        cols = tl.arange(0, BLOCK_K)
+        inside = rows < N
+        acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+        for first in range(0, K, BLOCK_K):
+            w = tl.load(W + rows[:, None].to(tl.int64) * stride_w + (first + cols)[None, :],
+                        mask=inside[:, None] & ((first + cols) < K)[None, :], other=0.0)
+            x = tl.load(X + first + cols, mask=(first + cols) < K, other=0.0)
+            acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
+        tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
 
     @triton.jit
     def _decode_part(Q, Keys, Values, KScales, VScales, Starts, Lengths, Out, PartOut, PartLse, scale_log2,
@@ -191,6 +206,57 @@ def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor
                                       normed.stride(0), N=size, BLOCK=triton.next_power_of_2(size),
                                       num_warps=max(1, min(16, triton.next_power_of_2(size) // 512)))
     return hidden, normed
+
+
+def matvec(x: torch.Tensor, weight: torch.Tensor, block_n: int = 8, block_k: int = 512, num_warps: int = 4,
+           num_stages: int = 3) -> torch.Tensor:
+    """x [1, K] @ weight [N, K].T in 16 bits: one row, each program a few of the weight's rows read once, no split
+    of K and so no reduction kernel after it (cuBLAS splits the narrow layers and reduces in a second kernel)."""
+    n, k = weight.shape
+    out = torch.empty((1, n), dtype=x.dtype, device=x.device)
+    _matvec[(triton.cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
+                                        num_warps=num_warps, num_stages=num_stages)
+    return out
+
+
+# (block_n, block_k, num_warps, num_stages) tried for each weight shape at start-up (tune_matvec).
+MATVEC_CONFIGS = ((2, 1024, 4, 3), (4, 512, 4, 3), (4, 1024, 8, 3), (8, 256, 4, 4), (8, 512, 4, 3),
+                  (8, 1024, 8, 3), (16, 256, 8, 3), (16, 512, 8, 3))
+
+
+@torch.inference_mode()
+def tune_matvec(weights: list[torch.Tensor]) -> dict[tuple[int, int], tuple[dict, float, float]]:
+    """Per weight shape: the fastest matvec configuration on this GPU, timed over all the weights of that shape (the
+    model's layers, so the cache holds none of them), where it beats cuBLAS at one row; with both times (us a
+    call). Shapes where cuBLAS is as fast are left out."""
+    by_shape: dict[tuple[int, int], list[torch.Tensor]] = {}
+    for weight in weights:
+        by_shape.setdefault(tuple(weight.shape), []).append(weight)
+    chosen = {}
+    for shape, group in by_shape.items():
+        x = torch.randn(1, shape[1], dtype=group[0].dtype, device=group[0].device)
+
+        def timed(call) -> float:
+            for weight in group:  # compiles, and warms the clocks
+                call(weight)
+            best = float("inf")
+            for _ in range(3):
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+                for weight in group:
+                    call(weight)
+                end.record()
+                end.synchronize()
+                best = min(best, begin.elapsed_time(end) * 1000 / len(group))
+            return best
+
+        cublas = timed(lambda w: torch.nn.functional.linear(x, w))
+        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages"), c)) for c in MATVEC_CONFIGS]
+        times = [timed(lambda w, o=o: matvec(x, w, **o)) for o in options]
+        fastest = min(range(len(options)), key=times.__getitem__)
+        if times[fastest] < 0.97 * cublas:
+            chosen[shape] = (options[fastest], round(times[fastest], 2), round(cublas, 2))
+    return chosen
 
 
 def splits_for(segments: int, kv_heads: int) -> int:

@@ -112,10 +112,12 @@ class Decoder:
                 torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul))
             arena.compile()
         self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
+        # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row.
+        self.matvec = kernels.tune_matvec([m.weight for m in self._linears()]) if self.kernels else {}
 
     def uncompile(self) -> None:
         """torch's eager path throughout (where capturing the decoding graphs failed): nothing compiled, no Triton."""
-        self.kernels = False
+        self.kernels, self.matvec = False, {}
         self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (rms_norm, add_rms_norm, rope_qk_norm,
                                                                               silu_mul)
         self.arena.uncompile()
@@ -152,25 +154,43 @@ class Decoder:
                                                self.scale)
             else:
                 out = self._attend(i, q, batch, gather)
-            hidden, x = add_rms_norm(hidden, attn.o_proj(out.reshape(tokens, self.num_heads * self.head_dim)),
+            hidden, x = add_rms_norm(hidden, self._linear(attn.o_proj, out.reshape(tokens, self.num_heads *
+                                                                                  self.head_dim)),
                                      layer.post_attention_layernorm.weight, self.eps)
-            delta = mlp.down_proj(self.silu_mul(*self._gate_up(mlp, x)))
+            delta = self._linear(mlp.down_proj, self.silu_mul(*self._gate_up(mlp, x)))
             if i < last:  # the next layer's input norm rides with the sum
                 hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
             else:
                 hidden = hidden + delta
-        return self.lm_head(self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
+        return self._linear(self.lm_head, self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
+
+    def _linears(self) -> list[torch.nn.Linear]:
+        """The plain 16-bit linear layers one decoding step runs (fused where fused), the head included."""
+        modules = [self.lm_head]
+        for layer in self.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            modules += [getattr(attn, "qkv_proj", None), attn.o_proj, getattr(mlp, "gate_up_proj", None),
+                        mlp.down_proj]
+        return [m for m in modules if type(m) is torch.nn.Linear and m.weight.dtype in (torch.bfloat16,
+                                                                                          torch.float16)]
+
+    def _linear(self, module, x: torch.Tensor) -> torch.Tensor:
+        """module(x), through the Triton matvec where x is one row and it wins for the weight's shape."""
+        if x.shape[0] == 1 and self.matvec and type(module) is torch.nn.Linear:
+            tuned = self.matvec.get(tuple(module.weight.shape))
+            if tuned is not None:
+                return kernels.matvec(x, module.weight, **tuned[0])
+        return module(x)
 
     def _qkv(self, attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The three projections, as one matmul where the weights were fused (see weights.py)."""
         if hasattr(attn, "qkv_proj"):
-            return attn.qkv_proj(x).split(self.qkv_sizes, dim=-1)
+            return self._linear(attn.qkv_proj, x).split(self.qkv_sizes, dim=-1)
         return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
 
-    @staticmethod
-    def _gate_up(mlp, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _gate_up(self, mlp, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if hasattr(mlp, "gate_up_proj"):
-            return mlp.gate_up_proj(x).chunk(2, dim=-1)
+            return self._linear(mlp.gate_up_proj, x).chunk(2, dim=-1)
         return mlp.gate_proj(x), mlp.up_proj(x)
 
     def _attend(self, layer: int, q: torch.Tensor, batch: Batch, gather) -> torch.Tensor:

@@ -108,7 +108,7 @@ def quantize_int4(model, device: torch.device) -> None:
     # The head first, on an empty card: quantizing its 1 GB of 16-bit weights takes more than that for a moment,
     # which beside the quantized layers overflowed an 8 GB card.
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    base.lm_head = _built(lambda: Int8Head(base.lm_head.weight.data, device))
+    base.lm_head = _built(Int8Head, base.lm_head.weight.data, device)
     torch.cuda.empty_cache()
     for layer in _layers(model):
         attn, mlp = layer.self_attn, layer.mlp
@@ -116,7 +116,7 @@ def quantize_int4(model, device: torch.device) -> None:
                                          (mlp, "gate_up_proj", ("gate_proj", "up_proj")), (attn, "o_proj", ("o_proj",)),
                                          (mlp, "down_proj", ("down_proj",))):
             weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
-            quantized = _built(lambda: _humming(weight, "uint4"))
+            quantized = _built(_humming, weight, "uint4")
             del weight
             for name in names:
                 delattr(owner, name)
@@ -125,10 +125,10 @@ def quantize_int4(model, device: torch.device) -> None:
              time.perf_counter() - started)
 
 
-def _built(make):
-    """A humming layer, or one clear error where its kernels cannot be built on this GPU."""
+def _built(make, *args):
+    """make(*args), a humming layer, or one clear error where its kernels cannot be built on this GPU."""
     try:
-        return make()
+        return make(*args)
     except torch.OutOfMemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - a kernel that cannot be built here is one clear error
