@@ -21,7 +21,7 @@ import samples
 from hymt.family import HUNYUAN_MT_7B
 from hymt.documents import FORMATS, extension, finish, open_document
 from hymt.documents.inline import MARKER
-from hymt.errors import UnsupportedFormat
+from hymt.errors import GenerationError, UnsupportedFormat
 
 
 _SPLIT = re.compile(r"(<\s*/?\s*s\d+\s*/?\s*>)")
@@ -45,6 +45,13 @@ def test_unsupported_extension_lists_formats():
         extension("report.pdf")
     assert err.value.status == 415 and ".docx" in err.value.message and ".epub" in err.value.message
     assert extension("../../etc/A.DOCX") == ".docx"
+
+
+def test_a_translation_missing_from_the_answer_is_an_explicit_error_not_a_crash():
+    prepared = open_document(".txt", "One.\nTwo.\n".encode(), "de")
+    with pytest.raises(GenerationError, match="1 translations came back for 2 segments") as failed:
+        finish(prepared, ["EINS."])
+    assert failed.value.status == 500
 
 
 def test_text_keeps_lines():

@@ -4,7 +4,7 @@ import pytest
 
 from hymt.engine.allocator import RangeAllocator
 from hymt.engine.scheduler import PAD_TOKENS, Scheduler, Sequence, State
-from hymt.errors import Overloaded
+from hymt.errors import Overloaded, PayloadTooLarge
 
 
 def seq(job=1, index=0, prompt=10, new=10, adapter=None):
@@ -159,8 +159,9 @@ def test_a_full_queue_refuses_the_whole_job_and_an_oversized_segment_is_refused(
     with pytest.raises(Overloaded):
         s.add([seq(job=2, index=0), seq(job=2, index=1)])
     assert s.num_waiting == 4
-    with pytest.raises(ValueError, match="KV tokens"):
+    with pytest.raises(PayloadTooLarge, match="KV tokens") as refused:
         s.add([seq(prompt=90, new=20)])
+    assert refused.value.status == 413
 
 
 def test_removing_a_job_frees_its_rows_and_ranges():

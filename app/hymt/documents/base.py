@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..errors import GenerationError
 from . import inline
 from .inline import Item
 
@@ -102,7 +103,7 @@ def finish(prepared: Prepared, translations: list[str], paths: list[str | None] 
     `paths` says how each translation with markers was made (PATHS; "markers" when not given)."""
     segments = prepared.extraction.segments
     if len(translations) != len(prepared.sent):
-        raise ValueError(f"{len(translations)} translations for {len(prepared.sent)} segments")
+        raise GenerationError(f"{len(translations)} translations came back for {len(prepared.sent)} segments")
     outcomes = [Outcome(items, translated=False) for items in segments]
     fallbacks, counted = 0, Counter()
     for n, (sent, translation) in enumerate(zip(prepared.sent, translations)):

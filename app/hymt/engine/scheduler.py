@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Hashable
 
-from ..errors import Overloaded
+from ..errors import Overloaded, PayloadTooLarge
 from .allocator import RangeAllocator
 
 # The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
@@ -133,8 +133,9 @@ class Scheduler:
                              "try again shortly")
         too_long = [s for s in seqs if s.kv_tokens > self.max_segment_tokens]
         if too_long:
-            raise ValueError(f"a segment needs {too_long[0].kv_tokens} KV tokens; the cache holds "
-                             f"{self.max_segment_tokens}")
+            raise PayloadTooLarge(f"a segment needs {too_long[0].kv_tokens} KV tokens (its prompt and output "
+                                  f"budget); the cache holds {self.max_segment_tokens}: split it or ask for fewer "
+                                  "new tokens")
         for seq in seqs:
             seq.arrival = next(self._arrivals)
             seq.state = State.WAITING
