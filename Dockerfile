@@ -24,10 +24,12 @@ ENV DEBIAN_FRONTEND=noninteractive \
     HYMT_COMPILE_CACHE_DIR=/var/cache/hymt/compile \
     HYMT_PORT=80
 
-# Ubuntu's python3 of this release; security updates come with a rebuild, so no version pin.
+# Ubuntu's python3 of this release, and the fonts a translated PDF is drawn in (every script of the 38 languages);
+# security updates come with a rebuild, so no version pin.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates libcap2-bin \
+       fonts-noto-core fonts-droid-fallback \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
 

@@ -19,6 +19,17 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# A translated PDF is drawn in the Noto fonts and Droid's CJK fallback (as in the image); install them when missing.
+if [ ! -f /usr/share/fonts/truetype/noto/NotoSerifTibetan-Regular.ttf ] \
+    || [ ! -f /usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-core fonts-droid-fallback \
+      >/dev/null
+  else
+    echo "the Noto fonts are not installed and cannot be installed here: the PDF tests will fail" >&2
+  fi
+fi
+
 # The image tests build the Dockerfile and run the container under podman (no Docker daemon here); mmdebstrap
 # makes the local Debian base that stands in for the CUDA base image.
 if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then

@@ -136,6 +136,8 @@ def document(ext: str, texts: list[str]) -> bytes:
         book.add_item(epub.EpubNcx())
         book.add_item(epub.EpubNav())
         epub.write_epub(buf, book)
+    elif ext == ".pdf":
+        return pdf_paragraphs(texts)
     else:
         raise ValueError(ext)
     return buf.getvalue()
@@ -183,3 +185,63 @@ def with_doctype(xml: bytes, doctype: str, reference: str) -> bytes:
     else:
         head += sep
     return head + doctype.encode() + rest.replace(b"Hello", f"Hello &{reference};".encode(), 1)
+
+
+def pdf_paragraphs(texts: list[str], image: bool = False, pages: int = 1) -> bytes:
+    """A PDF with a text layer: each text a block of its own (its words wrapped at 60 characters), blocks well
+    apart, on `pages` pages (the texts shared out in turn, more pages where they do not fit); with a red image and a
+    rule on the first page."""
+    import textwrap
+
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    drawing = canvas.Canvas(buf, pagesize=(595, 842))
+    for page in range(pages):
+        y = 780.0
+        if image and page == 0:
+            from PIL import Image
+
+            drawing.drawImage(ImageReader(Image.new("RGB", (40, 30), (200, 30, 30))), 400, 700, 80, 60)
+            drawing.line(72, 690, 300, 690)
+        for text in texts[page::pages]:
+            if y < 100:  # the page is full: the next block starts a new one
+                drawing.showPage()
+                y = 780.0
+            block = drawing.beginText(72, y)
+            block.setFont("Helvetica", 11)
+            for line in textwrap.wrap(text, 60) or [""]:
+                block.textLine(line)
+                y -= 13
+            drawing.drawText(block)
+            y -= 30
+        drawing.showPage()
+    drawing.save()
+    return buf.getvalue()
+
+
+def pdf_bomb(expanded: int) -> bytes:
+    """A one-page PDF holding a compressed stream that expands to `expanded` bytes (of a few kilobytes on disk)."""
+    import zlib
+
+    import pikepdf
+
+    pdf = pikepdf.open(io.BytesIO(pdf_paragraphs(["Hello world."])))
+    bomb = pikepdf.Stream(pdf, zlib.compress(b"\0" * expanded, 9))
+    bomb.Filter = pikepdf.Name.FlateDecode
+    pdf.pages[0].obj.Bomb = pdf.make_indirect(bomb)
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
+
+
+def pdf_pages(count: int) -> bytes:
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    drawing = canvas.Canvas(buf)
+    for _ in range(count):
+        drawing.showPage()
+    drawing.save()
+    return buf.getvalue()

@@ -129,8 +129,8 @@ def test_upload_docx_and_download_same_structure(page, tmp_path):
 
 
 def test_unsupported_upload_is_refused_with_the_list(page, tmp_path):
-    other = tmp_path / "scan.pdf"
-    other.write_bytes(b"%PDF-1.4")
+    other = tmp_path / "slides.key"
+    other.write_bytes(b"PK\x03\x04")
     page.set_input_files("#file", str(other))
     assert ".docx" in page.inner_text("#message") and page.get_attribute("#download", "hidden") is not None
 

@@ -111,13 +111,13 @@ def test_documents_by_extension(test_model, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "```\ncode stays\n```\n" in (tmp_path / "notes.de.md").read_text(encoding="utf-8")
 
-    result = run("translate", "--to", "de", str(tmp_path / "a.pdf"), "-o", str(tmp_path / "b.pdf"))
-    assert result.returncode == 2 and ".pdf is not a supported format" in result.stderr
+    result = run("translate", "--to", "de", str(tmp_path / "a.key"), "-o", str(tmp_path / "b.key"))
+    assert result.returncode == 2 and ".key is not a supported format" in result.stderr
 
 
 @pytest.mark.parametrize("name,output,needle", [
     ("letter.rtf", None, ".rtf is not a supported format; supported: .txt, .md"),
-    ("scan.pdf", None, ".pdf is not a supported format"),
+    ("slides.key", None, ".key is not a supported format"),
     ("README", None, "a file without an extension is not a supported format"),
     ("notes.txt", "notes.docx", "the output must end in .txt too"),
     ("deck.pptx", "deck.txt", "the output must end in .pptx too"),

@@ -42,7 +42,7 @@ def run(ext: str, data: bytes, translate=keep_markers, target: str = "de"):
 
 def test_unsupported_extension_lists_formats():
     with pytest.raises(UnsupportedFormat) as err:
-        extension("report.pdf")
+        extension("report.rtf")
     assert err.value.status == 415 and ".docx" in err.value.message and ".epub" in err.value.message
     assert extension("../../etc/A.DOCX") == ".docx"
 
@@ -551,3 +551,60 @@ def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
     assert len(bold) == 1 and bold[0].strip() and bold[0] != "Save"
     assert len(italic) == 1 and italic[0].strip() and italic[0] != "cancel"
     assert len(links) == 1 and links[0].strip() and links[0] != "the site"
+
+
+def _pdf_blocks(data: bytes):
+    from hymt.documents import pdf
+
+    return pdf._blocks(data)
+
+
+def test_pdf_round_trip_keeps_pages_images_and_where_each_block_stands():
+    import pikepdf
+
+    texts = ["The committee met twice this year and approved the budget for the new library.",
+             "A second paragraph follows on the second page.", "And a third one, back on the first."]
+    data = samples.pdf_paragraphs(texts, image=True, pages=2)
+    prepared = open_document(".pdf", data, "de")
+    assert prepared.texts == [texts[0], texts[2], texts[1]]  # page by page, top to bottom
+    out = finish(prepared, [t.upper() for t in prepared.texts])
+    before, after = pikepdf.open(io.BytesIO(data)), pikepdf.open(io.BytesIO(out.data))
+    assert len(after.pages) == 2
+    assert len(after.pages[0].get_images()) == len(before.pages[0].get_images()) == 1
+    was, now = _pdf_blocks(data), _pdf_blocks(out.data)
+    assert [b.text for b in now] == [t.upper() for t in prepared.texts]  # the old text is gone, the new in place
+    for old, new in zip(was, now):
+        assert old.page == new.page and abs(old.box[0] - new.box[0]) < 3 and abs(old.box[3] - new.box[3]) < 4
+
+
+def test_pdf_titles_grow_across_the_page_and_paragraphs_shrink_into_their_box():
+    paragraph = "The committee met twice this year and approved the budget for the new library in town."
+    data = samples.pdf_paragraphs(["Short title.", paragraph])
+    out = finish(open_document(".pdf", data, "de"), ["A much longer translation of the short title.",
+                                                     "Eine viel längere Übersetzung des Absatzes. " * 4])
+    (title, body), (new_title, *new_body) = _pdf_blocks(data), _pdf_blocks(out.data)
+    assert new_title.size == pytest.approx(title.size, abs=0.5) and new_title.box[2] > title.box[2] + 100
+    assert new_body[0].size < body.size and min(b.box[1] for b in new_body) > body.box[1] - 0.2 * body.size
+
+
+@pytest.mark.parametrize("target,text,font,embedded", [
+    ("bo", "བཀྲ་ཤིས་བདེ་ལེགས། ཁྱེད་རང་སྐུ་གཟུགས་བདེ་པོ་ཡིན་པས།", "NotoSerifTibetan-Regular.ttf",
+     "NotoSerifTibetan-Regular"),
+    ("ug", "ياخشىمۇسىز؟ بۇ بىر سىناق.", "NotoNaskhArabic-Regular.ttf", "NotoNaskhArabic-Regular"),
+    ("zh", "年度报告。委员会今年开会两次。", "DroidSansFallbackFull.ttf", "DroidSansFallback"),
+    ("kk", "Сәлеметсіз бе? Бұл сынақ.", "NotoSans-Regular.ttf", "NotoSans-Regular"),
+])
+def test_pdf_draws_each_script_in_an_embedded_font_that_covers_it(target, text, font, embedded):
+    import pikepdf
+    import uharfbuzz
+
+    from hymt.documents import pdf
+
+    out = finish(open_document(".pdf", samples.pdf_paragraphs(["Hello, world."]), target), [text])
+    written = pikepdf.open(io.BytesIO(out.data))
+    fonts = {str(obj.get("/BaseFont")) for obj in written.objects
+             if isinstance(obj, pikepdf.Dictionary) and obj.get("/Type") == "/Font"}
+    assert f"/AAAAAA+{embedded}" in fonts, fonts  # embedded as a subset
+    face = uharfbuzz.Face(uharfbuzz.Blob.from_file_path(pdf.font_path(font)))
+    covered = uharfbuzz.Font(face)
+    assert all(covered.get_nominal_glyph(ord(ch)) for ch in text if not ch.isspace())

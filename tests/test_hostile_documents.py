@@ -18,7 +18,7 @@ from servers import Server
 # Limits: 8 MiB per member, 24 MiB expanded, 1000 members, ratio 200 (guard.Limits); 128 segments of 2000
 # characters.
 ENV = {"HYMT_MAX_FILE_BYTES": "2000000", "HYMT_MAX_QUEUE_SEGMENTS": "8", "HYMT_MAX_CHARS": "2000"}
-FORMATS = (".txt", ".md", ".html", ".srt", ".vtt", ".po", ".xliff", *samples.ARCHIVES)
+FORMATS = (".txt", ".md", ".html", ".srt", ".vtt", ".po", ".xliff", ".pdf", *samples.ARCHIVES)
 BASE = ["Hello world, this is a document.", "A second paragraph follows."]
 # Peak memory (VmHWM) may grow this much: reading the smallest bomb here would take twice as much and more (a
 # comment is a node: 3 MB of them became 230 MB in lxml, 49 MB became 3.8 GB in python-docx).
@@ -55,6 +55,10 @@ def hostile(ext: str, kind: str) -> bytes:
         if ext in samples.ARCHIVES:
             return samples.with_main(ext, base, lambda xml: samples.with_doctype(xml, doctype, name))
         return samples.with_doctype(base, doctype, name)
+    if kind == "inflate":  # 30 MB from 30 kB: past the 24 MiB its streams may expand to together
+        return samples.pdf_bomb(30_000_000)
+    if kind == "pages":
+        return samples.pdf_pages(1001)
     if kind == "segments":
         return samples.document(ext, [f"Paragraph number {i} of many." for i in range(200)])
     if kind == "long":
@@ -66,10 +70,11 @@ ARCHIVE_KINDS = {"member": (413, "archive_too_large"), "ratio": (413, "archive_t
                  "total": (413, "archive_too_large"), "count": (413, "archive_too_large"),
                  "laughs": (400, "xml_entities"), "external": (400, "xml_entities")}
 SEGMENT_KINDS = {"segments": (413, "too_many_segments"), "long": (413, "segment_too_long")}
+PDF_KINDS = {"inflate": (413, "pdf_too_large"), "pages": (413, "pdf_too_large")}
 CASES = ([(ext, kind) for ext in samples.ARCHIVES for kind in ARCHIVE_KINDS]
-         + [(".xliff", kind) for kind in ("laughs", "external")]
+         + [(".xliff", kind) for kind in ("laughs", "external")] + [(".pdf", kind) for kind in PDF_KINDS]
          + [(ext, kind) for ext in FORMATS for kind in SEGMENT_KINDS])
-EXPECTED = {**ARCHIVE_KINDS, **SEGMENT_KINDS}
+EXPECTED = {**ARCHIVE_KINDS, **SEGMENT_KINDS, **PDF_KINDS}
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +130,7 @@ def test_server_is_healthy_after_the_hostile_documents(server):
 
 
 CLI_CASES = [(".docx", "member"), (".odt", "ratio"), (".pptx", "count"), (".epub", "laughs"),
-             (".xliff", "external"), (".ods", "segments"), (".md", "long")]
+             (".xliff", "external"), (".ods", "segments"), (".md", "long"), (".pdf", "inflate")]
 
 
 @pytest.mark.parametrize("ext,kind", CLI_CASES, ids=[f"{e[1:]}-{k}" for e, k in CLI_CASES])

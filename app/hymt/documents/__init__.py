@@ -8,7 +8,7 @@ from typing import Callable
 
 from ..errors import BadRequest, HymtError, PayloadTooLarge, UnsupportedFormat
 from ..settings import Settings
-from . import ebook, gettext, guard, html, markdown, odf, office, spreadsheet, subtitles, text, xliff
+from . import ebook, gettext, guard, html, markdown, odf, office, pdf, spreadsheet, subtitles, text, xliff
 from .base import Extraction, Prepared, Result, finish, prepare
 from .guard import Limits
 
@@ -32,6 +32,7 @@ FORMATS: dict[str, tuple[Reader, str]] = {
     ".odt": (odf.read, "application/vnd.oasis.opendocument.text"),
     ".odp": (odf.read, "application/vnd.oasis.opendocument.presentation"),
     ".ods": (odf.read, "application/vnd.oasis.opendocument.spreadsheet"),
+    ".pdf": (pdf.read, "application/pdf"),
 }
 
 # How each kind of file is checked before its library reads it (guard.py).
@@ -90,6 +91,9 @@ def open_document(ext: str, data: bytes, target: str, limits: Limits = DEFAULT_L
         guard.check_xml(data, ext)
     elif ext in LINES:
         guard.check_lines(data, ext, limits)
+    elif ext == ".pdf":
+        pdf.check(data, limits.expanded_bytes, limits.members)
+        pdf.fonts_for(target)
     try:
         prepared = prepare(FORMATS[ext][0](data, target))
     except HymtError:
