@@ -147,14 +147,16 @@ def _lines(units: list[tuple[str, bool]], width: float, measure) -> list[list[tu
 
 def _draw(canvas, block: Block, text: str, page: tuple[float, float, float, float]) -> None:
     """The text in the block's box: lines filled to its width at the block's size, smaller until they fit. A block
-    of one line (a title, a label) may grow across the page first, to the margin its other side keeps."""
+    of one line (a title, a label) may grow across the page first, away from the edge its source lines start at, to
+    the margin its other side keeps."""
     from reportlab.pdfgen.textobject import bidiShapedText
 
     name, rtl = _font(text)
     x0, y0, x1, y1 = block.box
     origin = page[:2]
-    if y1 - y0 < 1.6 * block.size:
-        if rtl:
+    if y1 - y0 < 1.6 * block.size:  # away from the edge the source's own lines start at
+        source = _script(block.text)
+        if source is not None and source[3]:
             x0 = min(x0, page[0] + page[2] - x1)
         else:
             x1 = max(x1, page[2] - (x0 - page[0]))
