@@ -69,13 +69,16 @@ def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
 
 
 def check_matvec(device: str, dtype: torch.dtype) -> None:
-    """One row against a weight whose sizes are no multiple of any block: as torch's matmul."""
+    """One row against a weight whose sizes are no multiple of any block, whole and with K in parts: as torch's
+    matmul."""
     from hymt.engine import kernels
 
     torch.manual_seed(4)
     x, weight = torch.randn(1, 1100, device=device).to(dtype), torch.randn(37, 1100, device=device).to(dtype)
     want = (x.float() @ weight.float().T)
-    assert torch.allclose(kernels.matvec(x, weight).float(), want, **_tolerance(dtype, scale=33))
+    for splits in (1, 3):  # K in parts of 512, 512 and 76
+        got = kernels.matvec(x, weight, block_n=8, block_k=256, splits=splits)
+        assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
 
 
 def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:

@@ -99,17 +99,33 @@ if AVAILABLE:
         tl.store(Normed + row * stride_normed + cols, normed, mask=inside)
 
     @triton.jit
-    def _matvec(X, W, Y, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _matvec(X, W, Y, Parts, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                SPLITS: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         inside = rows < N
+        chunk = tl.cdiv(tl.cdiv(K, SPLITS), BLOCK_K) * BLOCK_K
+        lo = tl.program_id(1) * chunk
+        hi = tl.minimum(lo + chunk, K)
         acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
-        for first in range(0, K, BLOCK_K):
+        for first in range(lo, hi, BLOCK_K):
             w = tl.load(W + rows[:, None].to(tl.int64) * stride_w + (first + cols)[None, :],
-                        mask=inside[:, None] & ((first + cols) < K)[None, :], other=0.0)
-            x = tl.load(X + first + cols, mask=(first + cols) < K, other=0.0)
+                        mask=inside[:, None] & ((first + cols) < hi)[None, :], other=0.0)
+            x = tl.load(X + first + cols, mask=(first + cols) < hi, other=0.0)
             acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-        tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
+        if SPLITS == 1:
+            tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
+        else:  # each part of K its own row of partial sums, added up by _sum_parts
+            tl.store(Parts + tl.program_id(1) * N + rows, tl.sum(acc, axis=1), mask=inside)
+
+    @triton.jit
+    def _sum_parts(Parts, Y, N, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        inside = cols < N
+        total = tl.zeros([BLOCK], tl.float32)
+        for part in tl.static_range(SPLITS):
+            total += tl.load(Parts + part * N + cols, mask=inside, other=0.0)
+        tl.store(Y + cols, total.to(Y.dtype.element_ty), mask=inside)
 
     @triton.jit
     def _decode_part(Q, Keys, Values, KScales, VScales, Starts, Lengths, Out, PartOut, PartLse, scale_log2,
@@ -209,19 +225,25 @@ def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor
 
 
 def matvec(x: torch.Tensor, weight: torch.Tensor, block_n: int = 8, block_k: int = 512, num_warps: int = 4,
-           num_stages: int = 3) -> torch.Tensor:
-    """x [1, K] @ weight [N, K].T in 16 bits: one row, each program a few of the weight's rows read once, no split
-    of K and so no reduction kernel after it (cuBLAS splits the narrow layers and reduces in a second kernel)."""
+           num_stages: int = 3, splits: int = 1) -> torch.Tensor:
+    """x [1, K] @ weight [N, K].T in 16 bits: one row, each program a few of the weight's rows read once, over all
+    of K, or over one of `splits` parts of it (then a second kernel adds the parts: for narrow layers, whose rows
+    alone give too few programs)."""
     n, k = weight.shape
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    _matvec[(triton.cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                        num_warps=num_warps, num_stages=num_stages)
+    parts = torch.empty((splits, n), dtype=torch.float32, device=x.device) if splits > 1 else out
+    _matvec[(triton.cdiv(n, block_n), splits)](x, weight, out, parts, n, k, weight.stride(0), BLOCK_N=block_n,
+                                                BLOCK_K=block_k, SPLITS=splits, num_warps=num_warps,
+                                                num_stages=num_stages)
+    if splits > 1:
+        _sum_parts[(triton.cdiv(n, 1024),)](parts, out, n, SPLITS=splits, BLOCK=1024)
     return out
 
 
-# (block_n, block_k, num_warps, num_stages) tried for each weight shape at start-up (tune_matvec).
-MATVEC_CONFIGS = ((2, 1024, 4, 3), (4, 512, 4, 3), (4, 1024, 8, 3), (8, 256, 4, 4), (8, 512, 4, 3),
-                  (8, 1024, 8, 3), (16, 256, 8, 3), (16, 512, 8, 3))
+# (block_n, block_k, num_warps, num_stages, splits) tried for each weight shape at start-up (tune_matvec).
+MATVEC_CONFIGS = ((2, 1024, 4, 3, 1), (4, 512, 4, 3, 1), (4, 1024, 8, 3, 1), (8, 256, 4, 4, 1), (8, 512, 4, 3, 1),
+                  (8, 1024, 8, 3, 1), (16, 256, 8, 3, 1), (16, 512, 8, 3, 1), (8, 512, 4, 3, 2), (8, 512, 4, 3, 4),
+                  (16, 512, 8, 3, 4), (4, 512, 4, 3, 8))
 
 
 @torch.inference_mode()
@@ -251,7 +273,7 @@ def tune_matvec(weights: list[torch.Tensor]) -> dict[tuple[int, int], tuple[dict
             return best
 
         cublas = timed(lambda w: torch.nn.functional.linear(x, w))
-        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages"), c)) for c in MATVEC_CONFIGS]
+        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c)) for c in MATVEC_CONFIGS]
         times = [timed(lambda w, o=o: matvec(x, w, **o)) for o in options]
         fastest = min(range(len(options)), key=times.__getitem__)
         if times[fastest] < 0.97 * cublas:
