@@ -276,7 +276,7 @@ def test_xliff_12_and_20_targets_and_states():
     target = unit.find(f"{{{ns}}}target")
     assert target.get("state") == "needs-review-translation"
     assert etree.tostring(target, encoding="unicode").split(">", 1)[1].startswith(
-        f'PRESS <g id="b">SAVE</g> NOW<x id="br"/>')
+        'PRESS <g id="b">SAVE</g> NOW<x id="br"/>')
     assert unit.find(f"{{{ns}}}source").xpath("string()") == "Press Save now"
     assert skipped.find(f"{{{ns}}}target") is None
     ns = "urn:oasis:names:tc:xliff:document:2.0"
