@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "app"))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from hymt.engine import kernels  # noqa: E402
 from hymt.engine.startup import start  # noqa: E402
 from hymt.hardware import apply_memory_cap  # noqa: E402
 from hymt.languages import resolve  # noqa: E402
@@ -31,7 +32,7 @@ from hymt.settings import Settings  # noqa: E402
 TEXT = "Please keep your luggage with you at all times while inside the terminal building."
 
 
-def table(prof, key: str, limit: int = 25) -> list[dict]:
+def table(prof, key: str, limit: int = 40) -> list[dict]:
     rows = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:limit]
     return [{"name": e.key[:90], "calls": e.count, "self_cpu_us": round(e.self_cpu_time_total, 1),
              "device_us": round(getattr(e, "self_device_time_total", 0.0), 1)} for e in rows]
@@ -60,13 +61,17 @@ def main() -> int:
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--no-pdl", action="store_true", help="kernels launched one after another, to compare")
     args = parser.parse_args()
+    if args.no_pdl:
+        kernels.enable_pdl = lambda device: False
     settings = Settings(model=str(args.model_dir), gpu_memory_gb=args.card, profile=args.profile,
                         max_new_tokens=args.tokens, compile_cache_dir="/tmp/hymt-compile")
     decision = decide(settings)
     apply_memory_cap(args.card)
     engine = start(settings, decision)
     record = {"card_gb": args.card, "profile": engine.decision.profile, "attention": engine.attention,
+              "pdl": kernels.common.PDL,
               "matvec": {f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas}
                          for (n, k), (config, us, cublas) in engine.runner.decoder.matvec.items()}}
     runs = {}

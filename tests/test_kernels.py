@@ -79,6 +79,45 @@ def check_matvec(device: str, dtype: torch.dtype) -> None:
     for splits in (1, 3):  # K in parts of 512, 512 and 76
         got = kernels.matvec(x, weight, block_n=8, block_k=256, splits=splits)
         assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
+    # Gated (a down projection reading the gate/up output): SiLU(gate) * up in the input's dtype, then the matmul.
+    gate_up = torch.randn(1, 2200, device=device).to(dtype)
+    want = model_module.silu_mul(*gate_up.chunk(2, dim=-1)).float() @ weight.float().T
+    for splits in (1, 3):
+        got = kernels.matvec(gate_up, weight, block_n=8, block_k=256, splits=splits, gated=True)
+        assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
+    with pytest.raises(ValueError, match="gated"):
+        kernels.matvec(x, weight, gated=True)
+
+
+def check_penalize(device: str, dtype: torch.dtype) -> None:
+    """Three rows of a 10,000-entry vocabulary (three blocks, the last part-filled), with seen tokens, suppressed
+    stop tokens for one row and ties for the largest score: the scores and greedy tokens the torch path computes
+    (the first index of a tie, within a block and across blocks)."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(5)
+    vocab, rows = 10_000, 5
+    logits = torch.randn(3, vocab, device=device).to(dtype) * 4
+    logits[0, [5000, 9000]] = 30.0  # a tie across blocks
+    logits[1, [20, 10]] = 30.0  # a tie inside one
+    logits[2, 9999] = 30.0  # a stop token, suppressed for this row
+    index = torch.tensor([3, 0, 4], device=device)
+    seen = torch.rand(rows, vocab, device=device) < 0.1
+    seen[3, [5000, 9000]] = False  # the ties stay ties
+    seen[0, [10, 20]] = False
+    penalty = torch.tensor([1.05, 1.0, 1.0, 1.3, 1.1], device=device)
+    min_new, generated = (torch.tensor(v, device=device) for v in ([0, 0, 0, 0, 4], [0, 0, 0, 0, 2]))
+    stop_mask = torch.zeros(vocab, dtype=torch.bool, device=device)
+    stop_mask[[9999, 17]] = True
+    scores, best = kernels.penalize(logits, index, seen, penalty, min_new, generated, stop_mask)
+
+    want = logits.float()
+    p = penalty[index][:, None]
+    want = torch.where(seen[index], torch.where(want < 0, want * p, want / p), want)
+    want = want.masked_fill((generated[index] < min_new[index])[:, None] & stop_mask[None, :], float("-inf"))
+    assert torch.equal(scores, want)
+    assert best.tolist() == want.argmax(dim=-1).tolist() == [5000, 10, want[2].argmax().item()]
+    assert best[2].item() != 9999
 
 
 def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:
@@ -155,7 +194,7 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
 
 
 CHECKS = {"rope_norm_store": check_rope_norm_store, "add_rms_norm": check_add_rms_norm,
-          "decode_attention": check_decode_attention, "matvec": check_matvec}
+          "decode_attention": check_decode_attention, "matvec": check_matvec, "penalize": check_penalize}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 

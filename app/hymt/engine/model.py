@@ -112,8 +112,14 @@ class Decoder:
                 torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul))
             arena.compile()
         self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
-        # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row.
-        self.matvec = kernels.tune_matvec([m.weight for m in self._linears()]) if self.kernels else {}
+        if self.kernels:
+            kernels.enable_pdl(self.device)
+        # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row; the
+        # down projection's gated where it reads the gate/up output as it comes.
+        gated = frozenset(tuple(layer.mlp.down_proj.weight.shape) for layer in self.layers
+                          if hasattr(layer.mlp, "gate_up_proj"))
+        self.matvec = kernels.tune_matvec([m.weight for m in self._linears()], gated,
+                                          self.silu_mul) if self.kernels else {}
 
     def uncompile(self) -> None:
         """torch's eager path throughout (where capturing the decoding graphs failed): nothing compiled, no Triton."""
@@ -157,7 +163,7 @@ class Decoder:
             hidden, x = add_rms_norm(hidden, self._linear(attn.o_proj, out.reshape(tokens, self.num_heads *
                                                                                   self.head_dim)),
                                      layer.post_attention_layernorm.weight, self.eps)
-            delta = self._linear(mlp.down_proj, self.silu_mul(*self._gate_up(mlp, x)))
+            delta = self._mlp(mlp, x)
             if i < last:  # the next layer's input norm rides with the sum
                 hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
             else:
@@ -174,12 +180,18 @@ class Decoder:
         return [m for m in modules if type(m) is torch.nn.Linear and m.weight.dtype in (torch.bfloat16,
                                                                                           torch.float16)]
 
-    def _linear(self, module, x: torch.Tensor) -> torch.Tensor:
-        """module(x), through the Triton matvec where x is one row and it wins for the weight's shape."""
+    def _tuned(self, module, x: torch.Tensor) -> dict | None:
+        """The Triton matvec's configuration for module at input x, where x is one row and it wins there."""
         if x.shape[0] == 1 and self.matvec and type(module) is torch.nn.Linear:
             tuned = self.matvec.get(tuple(module.weight.shape))
-            if tuned is not None:
-                return kernels.matvec(x, module.weight, **tuned[0])
+            return tuned[0] if tuned is not None else None
+        return None
+
+    def _linear(self, module, x: torch.Tensor) -> torch.Tensor:
+        """module(x), through the Triton matvec where x is one row and it wins for the weight's shape."""
+        tuned = self._tuned(module, x)
+        if tuned is not None and not tuned.get("gated"):
+            return kernels.matvec(x, module.weight, **tuned)
         return module(x)
 
     def _qkv(self, attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -188,10 +200,16 @@ class Decoder:
             return self._linear(attn.qkv_proj, x).split(self.qkv_sizes, dim=-1)
         return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
 
-    def _gate_up(self, mlp, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if hasattr(mlp, "gate_up_proj"):
-            return self._linear(mlp.gate_up_proj, x).chunk(2, dim=-1)
-        return mlp.gate_proj(x), mlp.up_proj(x)
+    def _mlp(self, mlp, x: torch.Tensor) -> torch.Tensor:
+        """down(SiLU(gate(x)) * up(x)), gate and up as one matmul where fused; at one row the down projection may
+        apply the SiLU itself (tune_matvec's `gated`)."""
+        if not hasattr(mlp, "gate_up_proj"):
+            return self._linear(mlp.down_proj, self.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+        gate_up = self._linear(mlp.gate_up_proj, x)
+        tuned = self._tuned(mlp.down_proj, x)
+        if tuned is not None and tuned.get("gated"):
+            return kernels.matvec(gate_up, mlp.down_proj.weight, **tuned)
+        return self._linear(mlp.down_proj, self.silu_mul(*gate_up.chunk(2, dim=-1)))
 
     def _attend(self, layer: int, q: torch.Tensor, batch: Batch, gather) -> torch.Tensor:
         if self.attention == "flash":

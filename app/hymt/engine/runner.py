@@ -272,6 +272,7 @@ class ModelRunner:
             log.exception("capturing CUDA graphs failed; decoding runs eagerly")
             self.graphs.clear()
             self.decoder.uncompile()
+            self.sampler.kernels = False
             self.graph_error = f"{type(exc).__name__}: {exc}"[:300]
         torch.cuda.synchronize()
         return time.perf_counter() - started

@@ -8,7 +8,8 @@ the repetition penalty needs (one bit per vocabulary entry per row, set for the 
 token as it is sampled) and how many tokens each row has generated (for `min_new_tokens`). Sampling reads them by
 row index alone, with no host value in the way, which is what lets a decoding step capture it in its CUDA graph.
 The draw itself is the exponential race (argmax of p / E with E ~ Exp(1), which picks token i with probability
-p_i): one kernel, no host synchronisation, unlike `torch.multinomial`.
+p_i): one kernel, no host synchronisation, unlike `torch.multinomial`. On a GPU with Triton the pass over the
+vocabulary up to the greedy token is one kernel and a small one (kernels/sampling.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..prompts import Sampling
+from . import kernels
 
 # Top-k beyond this (or none) cannot be captured with a fixed shape; such rows sample in an uncaptured step.
 CAPTURED_TOP_K = 128
@@ -34,6 +36,7 @@ class Sampler:
         self.ints = torch.zeros(3, num_rows, dtype=torch.long, device=device)
         self.top_k = [0] * num_rows  # the host's copy, to tell whether a batch can be captured
         self._true = torch.ones((), dtype=torch.bool, device=device)  # a device value: capture copies no host one
+        self.kernels = kernels.AVAILABLE and device.type == "cuda"
 
     def admit(self, row: int, sampling: Sampling, min_new_tokens: int, generated: int, token_ids: list[int]) -> None:
         """A segment takes the row: its settings, and the tokens it has seen (prompt and what it generated)."""
@@ -56,16 +59,20 @@ class Sampler:
     def sample(self, logits: torch.Tensor, index: torch.Tensor, top_k_bound: int) -> torch.Tensor:
         """logits [n, vocab] (any float dtype), index [n] (the rows) -> next token per row [n], marked as seen for
         its row and counted as generated. No host synchronisation: capturable."""
-        scores = logits.float()
         temperature, top_p, penalty, greedy = self.floats[:, index]
         top_k, min_new, generated = self.ints[:, index]
-        penalty = penalty[:, None]
-        penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
-        scores = torch.where(self.seen.index_select(0, index), penalized, scores)
-        suppress = (generated < min_new)[:, None] & self.stop_mask[None, :]
-        scores = scores.masked_fill(suppress, float("-inf"))
-        tokens = torch.where(greedy > 0, scores.argmax(dim=-1), self._draw(scores, temperature, top_k, top_p,
-                                                                           top_k_bound))
+        if self.kernels:
+            scores, best = kernels.penalize(logits, index, self.seen, self.floats[2], self.ints[1], self.ints[2],
+                                            self.stop_mask)
+        else:
+            scores = logits.float()
+            penalty = penalty[:, None]
+            penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
+            scores = torch.where(self.seen.index_select(0, index), penalized, scores)
+            suppress = (generated < min_new)[:, None] & self.stop_mask[None, :]
+            scores = scores.masked_fill(suppress, float("-inf"))
+            best = scores.argmax(dim=-1)
+        tokens = torch.where(greedy > 0, best, self._draw(scores, temperature, top_k, top_p, top_k_bound))
         self.seen.index_put_((index, tokens), self._true)
         self.ints[2, index] = generated + 1
         return tokens
