@@ -1,4 +1,4 @@
-"""The Triton kernels (engine/kernels.py) against torch's path: on a GPU as they run there (bf16), elsewhere in
+"""The Triton kernels (engine/kernels/) against torch's path: on a GPU as they run there (bf16), elsewhere in
 Triton's interpreter (float32 and float16; it has no bfloat16) in a subprocess, since the interpreter is chosen when
 the kernels are defined. Each check is also a plain function, so `python tests/test_kernels.py cuda` runs them all
 on a GPU machine."""
@@ -128,34 +128,62 @@ def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:
 
 
 def check_decode_attention(device: str, dtype: torch.dtype) -> None:
-    """Six segments of 1 to 150 tokens in a 300-row arena, 16-bit and INT8, split and whole, against softmax
-    attention over each segment's rows."""
+    """Six segments of 1 to 150 tokens in a 480-row arena, 16-bit and INT8, split and whole: the new tokens' keys
+    and values in the arena and the attention over each segment's rows, against rope_qk_norm, the arena's write and
+    softmax attention; the arrival counters left at zero."""
     from hymt.engine import kernels
 
     torch.manual_seed(1)
-    keys, values = (torch.randn(300, KV_HEADS, D, device=device).to(dtype) for _ in range(2))
-    starts = torch.tensor([0, 40, 100, 7, 200, 1], dtype=torch.int32, device=device)
+    # Ranges apart, as the block manager gives them: a new token's row is read by its own segment only.
+    starts = torch.tensor([475, 5, 100, 70, 250, 340], dtype=torch.int32, device=device)
     lengths = torch.tensor([1, 60, 150, 3, 90, 130], dtype=torch.int32, device=device)
-    q = torch.randn(6, HEADS, D, device=device).to(dtype)
+    positions, rows = (lengths - 1).long(), (starts + lengths - 1).long()
+    n = starts.shape[0]
+    qkv = torch.randn(n, (HEADS + 2 * KV_HEADS) * D, device=device).to(dtype)
+    q, k, v = qkv.split([HEADS * D, KV_HEADS * D, KV_HEADS * D], dim=-1)  # row-strided views, as the fused matmul
+    angles = torch.arange(160.0, device=device)[:, None] / 10000 ** (torch.arange(0, D, 2, device=device) / D)
+    angles = torch.cat((angles, angles), -1)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
+    want_q, want_k = model_module.rope_qk_norm(q.reshape(n, HEADS, D), k.reshape(n, KV_HEADS, D), cos[positions],
+                                               sin[positions], q_weight, k_weight, 1e-5)
 
-    def reference(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def attention(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         out = []
         for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist())):
-            k = keys[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
-            v = values[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
-            weights = (q[i].float()[:, None, :] @ k.transpose(1, 2))[:, 0] * D ** -0.5
-            out.append((weights.softmax(-1)[:, None, :] @ v)[:, 0])
+            keys_i = keys[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            values_i = values[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            weights = (want_q[i].float()[:, None, :] @ keys_i.transpose(1, 2))[:, 0] * D ** -0.5
+            out.append((weights.softmax(-1)[:, None, :] @ values_i)[:, 0])
         return torch.stack(out)
 
-    key_int8, key_scales = quantize(keys, dtype)
-    value_int8, value_scales = quantize(values, dtype)
-    for splits in (1, 4, 16):
-        got = kernels.decode_attention(q, keys, values, None, None, starts, lengths, D ** -0.5, splits)
-        assert torch.allclose(got.float(), reference(keys, values), **_tolerance(dtype))
-        got = kernels.decode_attention(q, key_int8, value_int8, key_scales, value_scales, starts, lengths, D ** -0.5,
-                                       splits)
-        dequantized = reference(key_int8.to(dtype) * key_scales, value_int8.to(dtype) * value_scales)
-        assert torch.allclose(got.float(), dequantized, **_tolerance(dtype))
+    arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=device)
+    for kind in ("int8", str(dtype)):
+        reference = KVArena(1, 480, KV_HEADS, D, kind, dtype, torch.device(device))
+        for tensor in reference.storage(0):
+            if tensor is not None:
+                tensor.copy_(torch.randint(-50, 50, tensor.shape) if tensor.dtype == torch.int8 else
+                             torch.rand(tensor.shape) / 50 if kind == "int8" else torch.randn(tensor.shape))
+        stored = [t.clone() if t is not None else None for t in reference.storage(0)]
+        reference.write(0, rows, want_k, v.reshape(n, KV_HEADS, D))
+        keys, values, key_scales, value_scales = reference.storage(0)
+        if kind == "int8":
+            want = attention(keys.to(dtype) * key_scales, values.to(dtype) * value_scales)
+        else:
+            want = attention(keys, values)
+        for splits in (1, 4, 16):
+            arena = [t.clone() if t is not None else None for t in stored]
+            got = kernels.decode_attention(q, k, v, cos, sin, positions, q_weight, k_weight, 1e-5, *arena, starts,
+                                           lengths, D ** -0.5, arrived, splits)
+            assert torch.allclose(got.float(), want, **_tolerance(dtype)), (kind, splits)
+            assert not arrived.any()
+            for got_t, want_t in zip(arena, reference.storage(0)):
+                if got_t is None:
+                    continue
+                if got_t.dtype == torch.int8:  # a value on a rounding boundary may land one step apart
+                    assert (got_t.int() - want_t.int()).abs().max() <= 1
+                else:
+                    assert torch.allclose(got_t.float(), want_t.float(), **_tolerance(dtype))
 
 
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:

@@ -114,6 +114,8 @@ class Decoder:
         self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
         if self.kernels:
             kernels.enable_pdl(self.device)
+        # The split decoding attention's arrival counters (kernels/attention.py), zeros between its calls.
+        self.arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=self.device)
         # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row; the
         # down projection's gated where it reads the gate/up output as it comes.
         gated = frozenset(tuple(layer.mlp.down_proj.weight.shape) for layer in self.layers
@@ -144,21 +146,13 @@ class Decoder:
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             q, k, v = self._qkv(attn, x)
-            if self.kernels:
-                q = kernels.rope_norm_store(q, k, v, self.cos, self.sin, batch.positions, batch.write_index,
-                                            attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
-                                            *self.arena.storage(i))
+            if decoding and self.kernels:  # rotation, norms, the arena's write and the attention: one kernel
+                out = kernels.decode_attention(q, k, v, self.cos, self.sin, batch.positions,
+                                               attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
+                                               *self.arena.storage(i), batch.kv_starts, batch.kv_lengths, self.scale,
+                                               self.arrived)
             else:
-                q = q.view(tokens, self.num_heads, self.head_dim)
-                k = k.view(tokens, self.num_kv_heads, self.head_dim)
-                v = v.view(tokens, self.num_kv_heads, self.head_dim)
-                q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight,
-                                         self.eps)
-                self.arena.write(i, batch.write_index, k, v)
-            if decoding and self.kernels:
-                out = kernels.decode_attention(q, *self.arena.storage(i), batch.kv_starts, batch.kv_lengths,
-                                               self.scale)
-            else:
+                q = self._rotate_and_store(i, attn, q, k, v, batch, cos, sin)
                 out = self._attend(i, q, batch, gather)
             hidden, x = add_rms_norm(hidden, self._linear(attn.o_proj, out.reshape(tokens, self.num_heads *
                                                                                   self.head_dim)),
@@ -169,6 +163,22 @@ class Decoder:
             else:
                 hidden = hidden + delta
         return self._linear(self.lm_head, self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
+
+    def _rotate_and_store(self, layer: int, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: Batch,
+                          cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+        """The rotated, normalised queries [T, heads, D]; the keys (rotated, normalised) and values written to the
+        arena at batch.write_index."""
+        if self.kernels:
+            return kernels.rope_norm_store(q, k, v, self.cos, self.sin, batch.positions, batch.write_index,
+                                           attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
+                                           *self.arena.storage(layer))
+        tokens = q.shape[0]
+        q = q.view(tokens, self.num_heads, self.head_dim)
+        k = k.view(tokens, self.num_kv_heads, self.head_dim)
+        v = v.view(tokens, self.num_kv_heads, self.head_dim)
+        q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps)
+        self.arena.write(layer, batch.write_index, k, v)
+        return q
 
     def _linears(self) -> list[torch.nn.Linear]:
         """The plain 16-bit linear layers one decoding step runs (fused where fused), the head included."""

@@ -7,11 +7,11 @@ All are captured in the decoding step's CUDA graphs like any other kernel. The C
 transformers' exact arithmetic), so these run only where Triton and a CUDA device are present.
 """
 
-from .attention import decode_attention, splits_for
+from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
 from .matvec import MATVEC_CONFIGS, matvec, tune_matvec
 from .sampling import penalize
 
-__all__ = ["AVAILABLE", "MATVEC_CONFIGS", "add_rms_norm", "decode_attention", "enable_pdl", "matvec", "penalize",
+__all__ = ["AVAILABLE", "MATVEC_CONFIGS", "PROGRAMS", "add_rms_norm", "decode_attention", "enable_pdl", "matvec", "penalize",
            "rope_norm_store", "splits_for", "tune_matvec"]

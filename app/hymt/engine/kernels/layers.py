@@ -21,60 +21,69 @@ if AVAILABLE:
     from .common import wait_for_inputs
 
     @triton.jit
+    def rope_norm(x, partner, cos, sin, weight, eps, D: tl.constexpr):
+        """The rotary embedding then the per-head RMSNorm of x [R, D] (a row per head), given `partner`, the same
+        rows with their halves swapped, and cos/sin/weight [D]. rotate_half(x) = (-x2, x1) and the rotation in the
+        model's dtype, as transformers computes them; the norm in float32."""
+        sign = tl.where(tl.arange(0, D) < D // 2, -1.0, 1.0).to(x.dtype)
+        rotated = (x * cos[None, :] + (partner * sign[None, :]) * sin[None, :]).to(tl.float32)
+        inv = tl.rsqrt(tl.sum(rotated * rotated, axis=1) / D + eps)
+        return weight[None, :] * (rotated * inv[:, None]).to(x.dtype)
+
+    @triton.jit
+    def int8_row(x):
+        """x [1, D]'s int8 values and their scale (max |x| / 127, in x's dtype), as kvcache.quantize."""
+        f = x.to(tl.float32)
+        scale = tl.maximum(tl.max(tl.max(tl.abs(f), axis=1), axis=0) / 127.0, 1e-8)
+        return tl.minimum(tl.maximum(tl.floor(f / scale + 0.5), -127.0), 127.0).to(tl.int8), scale.to(x.dtype)
+
+    @triton.jit
+    def store_kv(Keys, Values, KScales, VScales, row, kv_head, k, v, stride_kv, stride_scale, D: tl.constexpr,
+                 QUANT: tl.constexpr):
+        """One token's key and value [1, D] at its arena row, quantized with their scales on the INT8 tier: the key,
+        the value and their scales (float32) as the arena now holds them (16-bit: as given, scales 1)."""
+        d = tl.arange(0, D)[None, :]
+        target = row * stride_kv + kv_head * D
+        if QUANT:
+            k8, k_scale = int8_row(k)
+            v8, v_scale = int8_row(v)
+            tl.store(Keys + target + d, k8)
+            tl.store(Values + target + d, v8)
+            tl.store(KScales + row * stride_scale + kv_head, k_scale)
+            tl.store(VScales + row * stride_scale + kv_head, v_scale)
+            return k8.to(k.dtype), v8.to(k.dtype), k_scale.to(tl.float32), v_scale.to(tl.float32)
+        else:
+            tl.store(Keys + target + d, k)
+            tl.store(Values + target + d, v)
+            return k, v, 1.0, 1.0
+
+    @triton.jit
     def _rope_norm_store(Q, K, V, Cos, Sin, Positions, Rows, QWeight, KWeight, QOut, Keys, Values, KScales, VScales,
                          eps, stride_q, stride_k, stride_v, stride_cos, stride_out, stride_kv, stride_scale,
                          HEADS: tl.constexpr, D: tl.constexpr, QUANT: tl.constexpr, PDL: tl.constexpr):
         wait_for_inputs(PDL)
         token = tl.program_id(0)
         head = tl.program_id(1)  # query heads first, then the KV heads
-        half = tl.arange(0, D // 2)
+        d = tl.arange(0, D)
+        swapped = (d + D // 2) % D
         position = tl.load(Positions + token)
-        cos1 = tl.load(Cos + position * stride_cos + half)
-        cos2 = tl.load(Cos + position * stride_cos + D // 2 + half)
-        sin1 = tl.load(Sin + position * stride_cos + half)
-        sin2 = tl.load(Sin + position * stride_cos + D // 2 + half)
+        cos = tl.load(Cos + position * stride_cos + d)
+        sin = tl.load(Sin + position * stride_cos + d)
         if head < HEADS:
             source = Q + token * stride_q + head * D
             weight = QWeight
         else:
             source = K + token * stride_k + (head - HEADS) * D
             weight = KWeight
-        x1 = tl.load(source + half)
-        x2 = tl.load(source + D // 2 + half)
-        # rotate_half(x) = (-x2, x1), in the model's dtype as transformers computes it; then RMSNorm in float32.
-        r1 = (x1 * cos1 - x2 * sin1).to(tl.float32)
-        r2 = (x2 * cos2 + x1 * sin2).to(tl.float32)
-        inv = tl.rsqrt((tl.sum(r1 * r1, axis=0) + tl.sum(r2 * r2, axis=0)) / D + eps)
-        y1 = tl.load(weight + half) * (r1 * inv).to(x1.dtype)
-        y2 = tl.load(weight + D // 2 + half) * (r2 * inv).to(x1.dtype)
+        y = rope_norm(tl.load(source + d)[None, :], tl.load(source + swapped)[None, :], cos, sin, tl.load(weight + d),
+                      eps, D)
         if head < HEADS:
-            tl.store(QOut + token * stride_out + head * D + half, y1)
-            tl.store(QOut + token * stride_out + head * D + D // 2 + half, y2)
+            tl.store(QOut + token * stride_out + head * D + d[None, :], y)
         else:
             kv_head = head - HEADS
-            row = tl.load(Rows + token).to(tl.int64)
-            target = row * stride_kv + kv_head * D
-            v1 = tl.load(V + token * stride_v + kv_head * D + half)
-            v2 = tl.load(V + token * stride_v + kv_head * D + D // 2 + half)
-            if QUANT:
-                _store_int8(Keys + target, KScales + row * stride_scale + kv_head, y1, y2, half, D)
-                _store_int8(Values + target, VScales + row * stride_scale + kv_head, v1, v2, half, D)
-            else:
-                tl.store(Keys + target + half, y1)
-                tl.store(Keys + target + D // 2 + half, y2)
-                tl.store(Values + target + half, v1)
-                tl.store(Values + target + D // 2 + half, v2)
-
-    @triton.jit
-    def _store_int8(Out, Scale, x1, x2, half, D: tl.constexpr):
-        """int8 values and their scale (max |x| / 127, in x's dtype) of one head's vector, as kvcache.quantize."""
-        f1, f2 = x1.to(tl.float32), x2.to(tl.float32)
-        scale = tl.maximum(tl.maximum(tl.max(tl.abs(f1), axis=0), tl.max(tl.abs(f2), axis=0)) / 127.0, 1e-8)
-        q1 = tl.minimum(tl.maximum(tl.floor(f1 / scale + 0.5), -127.0), 127.0)
-        q2 = tl.minimum(tl.maximum(tl.floor(f2 / scale + 0.5), -127.0), 127.0)
-        tl.store(Out + half, q1.to(tl.int8))
-        tl.store(Out + D // 2 + half, q2.to(tl.int8))
-        tl.store(Scale, scale.to(x1.dtype))
+            v = tl.load(V + token * stride_v + kv_head * D + d)[None, :]
+            store_kv(Keys, Values, KScales, VScales, tl.load(Rows + token).to(tl.int64), kv_head, y, v, stride_kv,
+                     stride_scale, D, QUANT)
 
     @triton.jit
     def _add_rms_norm(Hidden, Delta, Weight, Normed, eps, stride_hidden, stride_delta, stride_normed,
