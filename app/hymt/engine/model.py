@@ -12,10 +12,8 @@ Attention, by what the GPU and the cache allow:
 Where the weights were fused (weights.py), q, k and v come from one matmul and the gate and up halves from another.
 The element-wise pieces (RMSNorm, rotary embedding with the Q/K norms, SiLU gate) are small functions with
 transformers' own arithmetic; on a GPU they are compiled with torch.compile, which fuses each into one kernel.
-Where Triton is present on a GPU (engine/kernels/), the rotary embedding, the Q/K norms and the arena write are
-one kernel per layer, for a decoding batch together with its attention (reading an INT8 arena as stored); at one
-row the linear layers run Triton's matvec where start-up timed it faster than cuBLAS, the q/k/v projection with the
-residual sum and its norm taken inside.
+Where Triton is present on a GPU (engine/kernels.py), the rotary embedding, the Q/K norms and the arena write are
+one kernel per layer, and a decoding batch's attention is Triton's too, reading an INT8 arena as stored.
 """
 
 from __future__ import annotations
@@ -144,13 +142,10 @@ class Decoder:
         if self.attention == "dense" and not (decoding and self.kernels):  # the arena rows each segment reads
             gather = self._gather_plan(batch) if batch.spans is None else self._span_plan(batch.spans)
         x = self.rms_norm(hidden, self.layers[0].input_layernorm.weight, self.eps)
-        delta = None  # the MLP's output, added to hidden as the next layer's input norm is taken
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
-            if delta is None:
-                q, k, v = self._qkv(attn, x)
-            else:
-                hidden, (q, k, v) = self._norm_qkv(attn, hidden, delta, layer.input_layernorm.weight, add_rms_norm)
+            q, k, v = self._qkv(attn, x)
             if decoding and self.kernels:  # rotation, norms, the arena's write and the attention: one kernel
                 out = kernels.decode_attention(q, k, v, self.cos, self.sin, batch.positions,
                                                attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
@@ -163,7 +158,10 @@ class Decoder:
                                                                                   self.head_dim)),
                                      layer.post_attention_layernorm.weight, self.eps)
             delta = self._mlp(mlp, x)
-        hidden = hidden + delta
+            if i < last:  # the next layer's input norm rides with the sum
+                hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
+            else:
+                hidden = hidden + delta
         return self._linear(self.lm_head, self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
 
     def _rotate_and_store(self, layer: int, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: Batch,
@@ -211,17 +209,6 @@ class Decoder:
         if hasattr(attn, "qkv_proj"):
             return self._linear(attn.qkv_proj, x).split(self.qkv_sizes, dim=-1)
         return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
-
-    def _norm_qkv(self, attn, hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, add_rms_norm,
-                  ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """hidden + delta, and the q/k/v projections of its RMSNorm: at one row the sum and the norm inside the
-        fused projection's matvec where it is tuned (norm_matvec)."""
-        tuned = self._tuned(getattr(attn, "qkv_proj", None), hidden)
-        if tuned is not None and not tuned.get("gated"):
-            qkv, hidden = kernels.norm_matvec(hidden, delta, weight, self.eps, attn.qkv_proj.weight, **tuned)
-            return hidden, qkv.split(self.qkv_sizes, dim=-1)
-        hidden, x = add_rms_norm(hidden, delta, weight, self.eps)
-        return hidden, self._qkv(attn, x)
 
     def _mlp(self, mlp, x: torch.Tensor) -> torch.Tensor:
         """down(SiLU(gate(x)) * up(x)), gate and up as one matmul where fused; at one row the down projection may

@@ -10,8 +10,8 @@ transformers' exact arithmetic), so these run only where Triton and a CUDA devic
 from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
-from .matvec import MATVEC_CONFIGS, matvec, norm_matvec, tune_matvec
+from .matvec import MATVEC_CONFIGS, matvec, tune_matvec
 from .sampling import penalize
 
-__all__ = ["AVAILABLE", "MATVEC_CONFIGS", "PROGRAMS", "add_rms_norm", "decode_attention", "enable_pdl", "matvec",
-           "norm_matvec", "penalize", "rope_norm_store", "splits_for", "tune_matvec"]
+__all__ = ["AVAILABLE", "MATVEC_CONFIGS", "PROGRAMS", "add_rms_norm", "decode_attention", "enable_pdl", "matvec", "penalize",
+           "rope_norm_store", "splits_for", "tune_matvec"]

@@ -23,26 +23,20 @@ if AVAILABLE:
     from .common import wait_for_inputs
 
     @triton.jit
-    def _row_input(X, Delta, NormWeight, inv, K, cols, hi, GATED: tl.constexpr, NORM: tl.constexpr):
-        """The input row's values at `cols` in float32. Gated: SiLU(gate) * up, each rounded to the input's dtype
-        as torch's F.silu(gate) * up is. Norm: the RMSNorm of X + Delta, given `inv` (1 / its root mean square),
-        rounded as add_rms_norm rounds."""
+    def _row_input(X, K, cols, hi, GATED: tl.constexpr):
+        """The input row's values at `cols` in float32; gated: SiLU(gate) * up, each rounded to the input's dtype
+        as torch's F.silu(gate) * up is."""
         inside = cols < hi
         if GATED:
             up = tl.load(X + K + cols, mask=inside, other=0.0)
             gate = tl.load(X + cols, mask=inside, other=0.0).to(tl.float32)
             return ((gate * tl.sigmoid(gate)).to(up.dtype) * up).to(tl.float32)
-        elif NORM:
-            x = tl.load(X + cols, mask=inside, other=0.0) + tl.load(Delta + cols, mask=inside, other=0.0)
-            weight = tl.load(NormWeight + cols, mask=inside, other=0.0)
-            return (weight * (x.to(tl.float32) * inv).to(x.dtype)).to(tl.float32)
         else:
             return tl.load(X + cols, mask=inside, other=0.0).to(tl.float32)
 
     @triton.jit
-    def _matvec(X, W, Y, Parts, Delta, NormWeight, Summed, eps, N, K, stride_w, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, SPLITS: tl.constexpr, GATED: tl.constexpr, NORM: tl.constexpr,
-                PDL: tl.constexpr):
+    def _matvec(X, W, Y, Parts, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                SPLITS: tl.constexpr, GATED: tl.constexpr, PDL: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         inside = rows < N
@@ -54,23 +48,11 @@ if AVAILABLE:
         # overlaps the end of the kernel before.
         w = tl.load(weights + (lo + cols)[None, :], mask=inside[:, None] & ((lo + cols) < hi)[None, :], other=0.0)
         wait_for_inputs(PDL)
-        inv = 0.0
-        if NORM:  # every program sums the whole row's squares; the first also writes the sum X + Delta out
-            squares = tl.zeros([BLOCK_K], tl.float32)
-            first_program = (tl.program_id(0) == 0) & (tl.program_id(1) == 0)
-            for first in range(0, K, BLOCK_K):
-                inside_k = (first + cols) < K
-                x = tl.load(X + first + cols, mask=inside_k, other=0.0) + \
-                    tl.load(Delta + first + cols, mask=inside_k, other=0.0)
-                tl.store(Summed + first + cols, x, mask=inside_k & first_program)
-                squares += x.to(tl.float32) * x.to(tl.float32)
-            inv = tl.rsqrt(tl.sum(squares, axis=0) / K + eps)
-        acc = w.to(tl.float32) * _row_input(X, Delta, NormWeight, inv, K, lo + cols, hi, GATED, NORM)[None, :]
+        acc = w.to(tl.float32) * _row_input(X, K, lo + cols, hi, GATED)[None, :]
         for first in range(lo + BLOCK_K, hi, BLOCK_K):
             w = tl.load(weights + (first + cols)[None, :], mask=inside[:, None] & ((first + cols) < hi)[None, :],
                         other=0.0)
-            acc += w.to(tl.float32) * _row_input(X, Delta, NormWeight, inv, K, first + cols, hi, GATED,
-                                                 NORM)[None, :]
+            acc += w.to(tl.float32) * _row_input(X, K, first + cols, hi, GATED)[None, :]
         if SPLITS == 1:
             tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
         else:  # each part of K its own row of partial sums, added up by _sum_parts
@@ -95,32 +77,11 @@ def matvec(x: torch.Tensor, weight: torch.Tensor, block_n: int = 8, block_k: int
     n, k = weight.shape
     if x.shape[-1] != (2 * k if gated else k):
         raise ValueError(f"matvec: an input of {x.shape[-1]} for a weight of {k} columns (gated: {gated})")
-    return _launch(x, weight, block_n, block_k, num_warps, num_stages, splits, gated=gated)
-
-
-def norm_matvec(hidden: torch.Tensor, delta: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                weight: torch.Tensor, block_n: int = 8, block_k: int = 512, num_warps: int = 4, num_stages: int = 3,
-                splits: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_rms_norm and the matvec of its norm in one kernel, hidden and delta [1, K]: (RMSNorm(hidden + delta) @
-    weight.T, hidden + delta). The sum is a new tensor: every program reads hidden while one writes the sum."""
-    if hidden.shape[-1] != weight.shape[1] or delta.shape != hidden.shape:
-        raise ValueError(f"norm_matvec: inputs {tuple(hidden.shape)} and {tuple(delta.shape)} for a weight of "
-                         f"{weight.shape[1]} columns")
-    summed = torch.empty_like(hidden)
-    out = _launch(hidden, weight, block_n, block_k, num_warps, num_stages, splits, norm=(delta, norm_weight, summed,
-                                                                                         eps))
-    return out, summed
-
-
-def _launch(x: torch.Tensor, weight: torch.Tensor, block_n: int, block_k: int, num_warps: int, num_stages: int,
-            splits: int, gated: bool = False, norm: tuple | None = None) -> torch.Tensor:
-    n, k = weight.shape
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
     parts = torch.empty((splits, n), dtype=torch.float32, device=x.device) if splits > 1 else out
-    delta, norm_weight, summed, eps = norm if norm is not None else (x, x, x, 0.0)
-    common.launch(_matvec, (triton.cdiv(n, block_n), splits), x, weight, out, parts, delta, norm_weight, summed,
-                  eps, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k, SPLITS=splits, GATED=gated,
-                  NORM=norm is not None, num_warps=num_warps, num_stages=num_stages)
+    common.launch(_matvec, (triton.cdiv(n, block_n), splits), x, weight, out, parts, n, k, weight.stride(0),
+                  BLOCK_N=block_n, BLOCK_K=block_k, SPLITS=splits, GATED=gated, num_warps=num_warps,
+                  num_stages=num_stages)
     if splits > 1:
         common.launch(_sum_parts, (triton.cdiv(n, 1024),), parts, out, n, SPLITS=splits, BLOCK=1024)
     return out
