@@ -70,7 +70,7 @@ def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
 
 def check_matvec(device: str, dtype: torch.dtype) -> None:
     """One row against a weight whose sizes are no multiple of any block, whole and with K in parts: as torch's
-    matmul."""
+    matmul; and gated."""
     from hymt.engine import kernels
 
     torch.manual_seed(4)
@@ -180,19 +180,24 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
             for got_t, want_t in zip(arena, reference.storage(0)):
                 if got_t is None:
                     continue
-                if got_t.dtype == torch.int8:  # a value on a rounding boundary may land one step apart
-                    assert (got_t.int() - want_t.int()).abs().max() <= 1
+                if got_t.dtype == torch.int8:  # the GPU's kernel rounds a key's rotation once where torch rounds
+                    # twice: a key one bf16 unit apart, its int8 values (and scale) up to two steps
+                    assert (got_t.int() - want_t.int()).abs().max() <= 2
                 else:
                     assert torch.allclose(got_t.float(), want_t.float(), **_tolerance(dtype))
 
 
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
     """The test model's decoding step for three segments, with the kernels and with torch's path, from the same
-    arena: the same logits and the same arena afterwards, 16-bit and INT8."""
+    arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
+    fuses them, and with the kernels every linear layer through the matvec as start-up's timing may choose it, so
+    that one row's down projection takes the SiLU inside."""
     from hymt.engine.model import Batch, Decoder
+    from hymt.engine.weights import fuse
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    assert fuse(model) == (dtype != torch.float32)
     config = model.config
     for kind in (str(dtype), "int8"):
         torch.manual_seed(2)
@@ -201,24 +206,31 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
         for tensor in arena.keys + arena.values:
             tensor.copy_(torch.randint(-50, 50, tensor.shape) if kind == "int8" else torch.randn(tensor.shape))
         decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
-        starts, positions = torch.tensor([1, 20, 40], device=device), torch.tensor([4, 16, 0], device=device)
-        batch = Batch(input_ids=torch.tensor([5, 900, 127960], device=device), positions=positions,
-                      write_index=starts + positions, query_starts=torch.arange(4, dtype=torch.int32, device=device),
-                      kv_starts=torch.cat([starts, starts[:1]]).int(), kv_lengths=(positions + 1).int(),
-                      logits_index=torch.arange(3, device=device), max_query=1, max_kv=32)
         state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
         saved = [t.clone() for t in state]
-        results = []
-        for use_kernels in (False, True):
-            for tensor, copy in zip(state, saved):
-                tensor.copy_(copy)
-            decoder.kernels = use_kernels
-            logits = decoder.forward(batch)
-            results.append((logits, [t.clone() for t in state]))
-        (want, want_arena), (got, got_arena) = results
-        assert torch.allclose(got.float(), want.float(), atol=1e-3 if dtype == torch.float32 else 5e-2)
-        for got_t, want_t in zip(got_arena, want_arena):
-            assert (got_t.float() - want_t.float()).abs().max() <= (1 if got_t.dtype == torch.int8 else 1e-3)
+        gated = {tuple(layer.mlp.down_proj.weight.shape) for layer in decoder.layers}
+        tuned = {tuple(m.weight.shape): (dict(block_n=32, block_k=128, splits=2, **(
+            {"gated": True} if tuple(m.weight.shape) in gated else {})), 0.0, 0.0) for m in decoder._linears()
+            if m is not decoder.lm_head}  # the head's 128k rows take the interpreter minutes; check_matvec has it
+        for rows in (3, 1):  # a batch, and one segment (the matvec's case)
+            starts = torch.tensor([1, 20, 40][:rows], device=device)
+            positions = torch.tensor([4, 16, 0][:rows], device=device)
+            batch = Batch(input_ids=torch.tensor([5, 900, 127960][:rows], device=device), positions=positions,
+                          write_index=starts + positions,
+                          query_starts=torch.arange(rows + 1, dtype=torch.int32, device=device),
+                          kv_starts=torch.cat([starts, starts[:1]]).int(), kv_lengths=(positions + 1).int(),
+                          logits_index=torch.arange(rows, device=device), max_query=1, max_kv=32)
+            results = []
+            for use_kernels in (False, True):
+                for tensor, copy in zip(state, saved):
+                    tensor.copy_(copy)
+                decoder.kernels, decoder.matvec = use_kernels, tuned if use_kernels else {}
+                logits = decoder.forward(batch)
+                results.append((logits, [t.clone() for t in state]))
+            (want, want_arena), (got, got_arena) = results
+            assert torch.allclose(got.float(), want.float(), atol=1e-3 if dtype == torch.float32 else 5e-2)
+            for got_t, want_t in zip(got_arena, want_arena):
+                assert (got_t.float() - want_t.float()).abs().max() <= (1 if got_t.dtype == torch.int8 else 1e-3)
 
 
 CHECKS = {"rope_norm_store": check_rope_norm_store, "add_rms_norm": check_add_rms_norm,
@@ -242,8 +254,9 @@ def test_kernel_in_the_interpreter(check, dtype):
 
 
 @needs_triton
-def test_decoding_step_with_the_kernels_equals_torchs(test_model):
-    _interpreted("decoding_step", "float32", str(test_model))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_decoding_step_with_the_kernels_equals_torchs(test_model, dtype):
+    _interpreted("decoding_step", dtype, str(test_model))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("triton") is None,
