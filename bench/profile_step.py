@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from hymt.engine import kernels  # noqa: E402
 from hymt.engine.startup import start  # noqa: E402
-from hymt.hardware import apply_memory_cap  # noqa: E402
+from hymt.planner.gpu import apply_memory_cap  # noqa: E402
 from hymt.languages import resolve  # noqa: E402
 from hymt.planning import decide  # noqa: E402
 from hymt.prompts import Sampling  # noqa: E402

@@ -99,7 +99,7 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
     import torch
 
     from hymt.engine.startup import start
-    from hymt.hardware import apply_memory_cap
+    from hymt.planner.gpu import apply_memory_cap
     from hymt.languages import resolve
     from hymt.planning import decide
     from hymt.prompts import Sampling

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hymt.errors import HymtError
-from hymt.hardware import GIB, simulate
+from hymt.planner.gpu import GIB, simulate
 from hymt.planning import HUNYUAN_MT_7B
 from hymt.profiles import BY_NAME, PROMPT_OVERHEAD_TOKENS, ModelShape, plan, segment_kv_tokens
 from hymt.settings import Settings

@@ -18,7 +18,7 @@ GLOSSARY = [{"source": "GPU", "target": "Grafikkarte"}]
 def _card(gb: float):
     import dataclasses
 
-    from hymt.hardware import simulate
+    from hymt.planner.gpu import simulate
 
     return dataclasses.replace(simulate(None, gb), compute_capability=(8, 9))
 
@@ -27,7 +27,7 @@ def _card(gb: float):
     (8, "int4-int8kv", None), (12, "int4", None), (16, "int4-int8kv", "nf4-int8kv"), (24, "int4", "nf4"),
     (48, "bf16", "bf16"), (80, "bf16", "bf16")])
 def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses(card_gb, translation, fusion):
-    from hymt.hardware import GIB
+    from hymt.planner.gpu import GIB
     from hymt.planning import HUNYUAN_MT_7B
     from hymt.profiles import BY_NAME, fusion_need_bytes, fusion_settings, plan, plan_with_fusion
     from hymt.settings import Settings

@@ -189,7 +189,7 @@ def _translate_text(args, settings: Settings, source, target) -> int:
 
 def _start_engine(settings: Settings):
     from .engine import startup as engine_mod
-    from .hardware import apply_memory_cap
+    from .planner.gpu import apply_memory_cap
     from .planning import decide
 
     decision = decide(settings)

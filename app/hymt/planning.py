@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from .errors import ConfigError
-from .hardware import visible_gpu
+from .planner.gpu import visible_gpu
 from .family import CHIMERA_7B, from_name, identify
 from .profiles import Decision, ModelShape, plan, plan_with_fusion
 from .settings import Settings

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import cleanup
 from .errors import ConfigError, HymtError
-from .hardware import CUDA_CONTEXT_BYTES, GIB, GpuMemory
+from .planner.gpu import CUDA_CONTEXT_BYTES, GIB, GpuMemory
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ..engine.jobs import Event, Job, Options
 from ..engine.startup import start
 from .. import detect
 from ..errors import HymtError, NotReady
-from ..hardware import GIB, apply_memory_cap, process_gpu_memory_bytes
+from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language
 from ..profiles import Decision, best_segment_tokens, fusion_settings
 from ..prompts import CANDIDATE_SAMPLINGS, Sampling
