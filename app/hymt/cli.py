@@ -189,10 +189,10 @@ def _translate_text(args, settings: Settings, source, target) -> int:
 
 def _start_engine(settings: Settings):
     from .engine import startup as engine_mod
+    from .planner.decide import decision_for
     from .planner.gpu import apply_memory_cap
-    from .planning import decide
 
-    decision = decide(settings)
+    decision = decision_for(settings)
     apply_memory_cap(settings.gpu_memory_gb)
     # Loading takes from seconds to minutes: say what is happening meanwhile, on stderr.
     print(f"hymt: loading {settings.model} (profile {decision.profile})", file=sys.stderr, flush=True)
@@ -339,12 +339,12 @@ def _quantize(args) -> int:
 
 
 def _profile(args, settings: Settings) -> int:
-    from .planning import decide
+    from .planner.decide import decision_for
 
     settings = settings.replace(model=args.model, gpu_memory_gb=args.gpu_memory_gb, profile=args.profile,
                                 decision_file="")
     try:
-        decision = decide(settings)
+        decision = decision_for(settings)
     except HymtError as exc:
         print(json.dumps({"profile": None, "error": exc.message}), flush=True)
         raise

@@ -20,9 +20,10 @@ from ..engine.jobs import Event, Job, Options
 from ..engine.startup import start
 from .. import detect
 from ..errors import HymtError, NotReady
-from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language
-from ..profiles import Decision, best_segment_tokens, fusion_settings
+from ..planner.decision import Decision
+from ..planner.fusion import best_segment_tokens, fusion_settings
+from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..prompts import CANDIDATE_SAMPLINGS, Sampling
 from ..settings import Settings
 from .ratelimit import Limits

@@ -1,4 +1,8 @@
-"""The decision the server runs with: read from the entrypoint's decision file when there is one, else planned now."""
+"""The decision the server runs with: read from the entrypoint's decision file when there is one, else planned now
+for the checkpoint's shape, the card this process sees and the fusion model, if any.
+
+The one module of the planner above the settings and the engine: it reads the checkpoint's config through the
+engine's loader, so that a checkpoint the loader would refuse is refused here, before anything starts."""
 
 from __future__ import annotations
 
@@ -6,29 +10,31 @@ import json
 import logging
 from pathlib import Path
 
-from .errors import ConfigError
-from .planner.gpu import visible_gpu
-from .family import CHIMERA_7B, from_name, identify
-from .profiles import Decision, ModelShape, plan, plan_with_fusion
-from .settings import Settings
+from ..errors import ConfigError
+from ..family import CHIMERA_7B, Family, from_name, identify
+from ..settings import Settings
+from .decision import Decision
+from .fusion import plan_with_fusion
+from .gpu import visible_gpu
+from .plan import plan
+from .shapes import HUNYUAN_MT_7B_SHAPE, ModelShape
 
 log = logging.getLogger("hymt.planning")
 
-# Hunyuan-MT-7B's shape (FACTS.md), used only when the checkpoint's config cannot be read yet (before a download).
-HUNYUAN_MT_7B = ModelShape(hidden_size=4096, intermediate_size=14336, num_layers=32, num_heads=32, num_kv_heads=8,
-                           head_dim=128, vocab_size=128167, tied_embeddings=False)
 
-
-def model_shape(model: str) -> tuple[ModelShape, str]:
-    from .engine.loader import load_config
+def checkpoint_shape(model: str) -> tuple[ModelShape, str]:
+    """The checkpoint's shape and where it was read; the built-in 7B shape while the checkpoint is not on disk."""
+    from ..engine.loader import load_config
 
     path = Path(model).expanduser()
     if not path.is_dir():
-        return HUNYUAN_MT_7B, "built-in Hunyuan-MT-7B shape (checkpoint not on disk yet)"
+        return HUNYUAN_MT_7B_SHAPE, "built-in Hunyuan-MT-7B shape (checkpoint not on disk yet)"
     return ModelShape.from_config(load_config(path)), str(path / "config.json")
 
 
-def decide(settings: Settings) -> Decision:
+def decision_for(settings: Settings) -> Decision:
+    """The entrypoint's decision when its file is there; else the plan for this checkpoint on this card, with where
+    quality best's fusion model runs."""
     if settings.decision_file and Path(settings.decision_file).is_file():
         try:
             decision = Decision(**json.loads(Path(settings.decision_file).read_text()))
@@ -36,14 +42,14 @@ def decide(settings: Settings) -> Decision:
             return decision
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot read decision file {settings.decision_file}: {exc}") from None
-    shape, source = model_shape(settings.model)
+    shape, source = checkpoint_shape(settings.model)
     gpu = visible_gpu(settings.gpu_memory_gb)
     if _family(settings) is CHIMERA_7B:
         decision = plan(shape, gpu, settings)
         decision.fusion = {"placement": "same", "decision": None,
                            "reason": "the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"}
     elif settings.fusion_model:
-        decision = plan_with_fusion(shape, model_shape(settings.fusion_model)[0], gpu, settings)
+        decision = plan_with_fusion(shape, checkpoint_shape(settings.fusion_model)[0], gpu, settings)
     else:
         decision = plan(shape, gpu, settings)
         decision.fusion = {"placement": "off", "decision": None,
@@ -52,7 +58,7 @@ def decide(settings: Settings) -> Decision:
     return decision
 
 
-def _family(settings: Settings):
+def _family(settings: Settings) -> Family | None:
     """The served model's family as far as planning can tell (the loader identifies it again from the files)."""
     path = Path(settings.model).expanduser()
     if path.is_dir() or settings.model_family != "auto":

@@ -1,0 +1,52 @@
+"""The decision the engine runs with: a tier, its KV arena in tokens and bytes, the segments decoded together, the
+reason, and the numbers behind it. It travels as JSON in the entrypoint's decision file."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .tiers import TIERS_BY_NAME, Tier, runs_on
+
+
+@dataclass
+class Decision:
+    profile: str
+    weights: str
+    kv_cache: str
+    device: str
+    kv_cache_tokens: int  # the KV arena, in tokens
+    kv_cache_bytes: int
+    max_in_flight: int  # segments decoded together at most
+    prefill_tokens: int
+    max_seq_tokens: int  # the longest KV range one segment holds
+    reason: str
+    gpu: dict | None
+    numbers: dict = field(default_factory=dict)
+    # Quality "best": where the fusion model (Chimera) runs: {"placement": "off" | "same" | "resident" | "refused",
+    # "reason": ..., "decision": the fusion model's own Decision as JSON when resident}.
+    fusion: dict = field(default_factory=dict)
+
+    @property
+    def tier(self) -> Tier:
+        return TIERS_BY_NAME[self.profile]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def allows(self, tier: Tier) -> bool:
+        """Whether this GPU runs the tier's kernels."""
+        return runs_on(tier, (self.gpu or {}).get("compute_capability"))
+
+    def with_kv_tokens(self, kv_tokens: int, max_in_flight: int, reason: str) -> "Decision":
+        per_token = self.kv_cache_bytes // max(1, self.kv_cache_tokens)
+        return Decision(**{**asdict(self), "kv_cache_tokens": kv_tokens, "kv_cache_bytes": kv_tokens * per_token,
+                           "max_in_flight": max_in_flight, "reason": reason})
+
+    def with_tier(self, tier: Tier, reason: str) -> "Decision":
+        """The next tier down, with the KV arena the planner gave it."""
+        info = self.numbers.get("tiers", {}).get(tier.name, {})
+        kv_tokens = info.get("kv_cache_tokens", self.kv_cache_tokens)
+        return Decision(**{**asdict(self), "profile": tier.name, "weights": tier.weights, "kv_cache": tier.kv_cache,
+                           "kv_cache_tokens": kv_tokens,
+                           "kv_cache_bytes": kv_tokens * info.get("kv_bytes_per_token", 0),
+                           "max_in_flight": info.get("max_in_flight", self.max_in_flight), "reason": reason})
