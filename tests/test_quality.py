@@ -38,13 +38,12 @@ def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses
     decision = plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings)
     assert decision.profile == translation
     if fusion is None:
-        assert decision.fusion["placement"] == "refused" and "no room for both" in decision.fusion["reason"]
-        assert decision.to_json() == {**plan(HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings).to_json(),
-                                      "fusion": decision.fusion}
+        assert decision.fusion.placement == "refused" and "no room for both" in decision.fusion.reason
+        assert decision == plan(HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings).with_fusion(decision.fusion)
         return
-    own = decision.fusion["decision"]
-    assert decision.fusion["placement"] == "resident" and own["profile"] == fusion
-    assert own["max_in_flight"] == 4 and own["max_seq_tokens"] > decision.max_seq_tokens
+    own = decision.fusion.decision
+    assert decision.fusion.placement == "resident" and own.profile == fusion
+    assert own.max_in_flight == 4 and own.max_seq_tokens > decision.max_seq_tokens
     tier = decision.numbers["tiers"][translation]
     need = fusion_need_bytes(HUNYUAN_MT_7B_SHAPE, TIERS_BY_NAME[fusion], fusion_settings(settings))
     assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes + need <= card_gb * GIB
@@ -55,12 +54,12 @@ def test_planning_knows_chimera_serves_itself_and_a_missing_fusion_model(family_
     from hymt.settings import Settings
 
     chimera = decision_for(Settings(model=str(family_model("hunyuan-mt-chimera-7b")), profile="cpu"))
-    assert chimera.fusion["placement"] == "same"
+    assert chimera.fusion.placement == "same"
     alone = decision_for(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu"))
-    assert alone.fusion["placement"] == "off" and "HYMT_FUSION_MODEL" in alone.fusion["reason"]
+    assert alone.fusion.placement == "off" and "HYMT_FUSION_MODEL" in alone.fusion.reason
     both = decision_for(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu",
                            fusion_model=str(family_model("hunyuan-mt-chimera-7b"))))
-    assert both.fusion["placement"] == "resident" and both.fusion["decision"]["profile"] == "cpu"
+    assert both.fusion.placement == "resident" and both.fusion.decision.profile == "cpu"
 
 
 def _wait_for_fusion(server: Server, timeout: float = 120) -> dict:

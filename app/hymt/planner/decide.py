@@ -6,6 +6,7 @@ engine's loader, so that a checkpoint the loader would refuse is refused here, b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..family import CHIMERA_7B, Family, from_name, identify
 from ..settings import Settings
-from .decision import Decision
+from .decision import Decision, FusionPlan
 from .fusion import plan_with_fusion
 from .gpu import visible_gpu
 from .plan import plan
@@ -37,25 +38,22 @@ def decision_for(settings: Settings) -> Decision:
     quality best's fusion model runs."""
     if settings.decision_file and Path(settings.decision_file).is_file():
         try:
-            decision = Decision(**json.loads(Path(settings.decision_file).read_text()))
+            decision = Decision.from_json(json.loads(Path(settings.decision_file).read_text()))
             log.info("using the decision in %s: %s", settings.decision_file, decision.profile)
             return decision
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, AttributeError) as exc:
             raise ConfigError(f"cannot read decision file {settings.decision_file}: {exc}") from None
     shape, source = checkpoint_shape(settings.model)
     gpu = visible_gpu(settings.gpu_memory_gb)
     if _family(settings) is CHIMERA_7B:
-        decision = plan(shape, gpu, settings)
-        decision.fusion = {"placement": "same", "decision": None,
-                           "reason": "the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"}
+        decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
+            "same", "the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"))
     elif settings.fusion_model:
         decision = plan_with_fusion(shape, checkpoint_shape(settings.fusion_model)[0], gpu, settings)
     else:
-        decision = plan(shape, gpu, settings)
-        decision.fusion = {"placement": "off", "decision": None,
-                           "reason": "no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"}
-    decision.numbers["shape_source"] = source
-    return decision
+        decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
+            "off", "no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"))
+    return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
 
 
 def _family(settings: Settings) -> Family | None:

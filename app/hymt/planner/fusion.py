@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import HymtError
-from .decision import Decision
+from .decision import Decision, FusionPlan
 from .gpu import GIB, GpuMemory
 from .plan import ALLOCATOR_SLACK, PROMPT_OVERHEAD_TOKENS, decision_at, output_tokens, plan, segment_kv_tokens
 from .shapes import ModelShape
@@ -54,8 +54,7 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
         decision = plan(shape, gpu, settings)
         own = decision_at(CPU_TIER, kv_tokens, kv_tokens * fusion_shape.kv_bytes_per_token("fp32"), fusion,
                           "beside the translation model in the computer's memory", None, {})
-        decision.fusion = {"placement": "resident", "reason": own.reason, "decision": own.to_json()}
-        return decision
+        return decision.with_fusion(FusionPlan("resident", own.reason, own))
     options = []
     for name in FUSION_TIERS:
         tier = TIERS_BY_NAME[name]
@@ -71,15 +70,13 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
     if not options:
         decision = plan(shape, gpu, settings)
         smallest = min(fusion_need_bytes(fusion_shape, TIERS_BY_NAME[n], fusion) for n in FUSION_TIERS) / GIB
-        decision.fusion = {"placement": "refused", "decision": None, "reason": (
+        return decision.with_fusion(FusionPlan("refused", (
             f"the fusion model (Hunyuan-MT-Chimera-7B) needs at least {smallest:.1f} GiB beside the translation "
-            f"model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both")}
-        return decision
+            f"model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both")))
     *_, decision, tier, need = min(options, key=lambda o: o[:3])
     reason = (f"{tier.name} beside the translation model ({decision.profile}): {need / GIB:.1f} GiB set aside "
               f"for it")
     own = decision_at(tier, kv_tokens, kv_tokens * fusion_shape.kv_bytes_per_token(tier.kv_cache), fusion, reason,
                       gpu, {}, fusion_shape.quantized_format)
-    decision.reason += f"; with the fusion model resident ({need / GIB:.1f} GiB set aside)"
-    decision.fusion = {"placement": "resident", "reason": reason, "decision": own.to_json()}
-    return decision
+    beside = f"; with the fusion model resident ({need / GIB:.1f} GiB set aside)"
+    return dataclasses.replace(decision, reason=decision.reason + beside, fusion=FusionPlan("resident", reason, own))
