@@ -13,7 +13,8 @@ import time
 from .documents import FORMATS
 from .errors import BadRequest, HymtError
 from .family import FAMILIES, HUNYUAN_MT_7B
-from .settings import PROFILE_CHOICES, Settings
+from .planner.tiers import PROFILE_CHOICES
+from .settings import Settings
 
 
 class _Parser(argparse.ArgumentParser):

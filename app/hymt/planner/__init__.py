@@ -3,12 +3,13 @@ quality best's fusion model goes, and the decision the server runs with; the GPU
 
   tiers.py     the memory profiles (tiers) in the order the planner walks them, and their names, defined once
   shapes.py    a checkpoint's shape, and the bytes its weights, KV cache and scratch take
-  decision.py  the decision the engine runs with (it travels as JSON in the entrypoint's decision file)
+  decision.py  the typed plan: Decision, and FusionPlan for quality best (JSON in the decision file)
   plan.py      the plan for one model on one card: the tier, the KV arena, the segments in flight
   fusion.py    the fusion model placed beside the translation model, or refused
   decide.py    the decision the server runs with: the entrypoint's file, else planned now
   gpu.py       what GPU this process sees and how much memory it has
 
 decide.py alone stands above hymt.settings and the engine (it reads the checkpoint's config through the engine's
-loader); the rest stands below both.
+loader); the rest stands below both, and hymt.settings, the command line and the OpenAPI document take the
+profile names from tiers.py.
 """
