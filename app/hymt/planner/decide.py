@@ -47,12 +47,12 @@ def decision_for(settings: Settings) -> Decision:
     gpu = visible_gpu(settings.gpu_memory_gb)
     if _family(settings) is CHIMERA_7B:
         decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
-            "same", "the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"))
+            "same", reason="the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"))
     elif settings.fusion_model:
         decision = plan_with_fusion(shape, checkpoint_shape(settings.fusion_model)[0], gpu, settings)
     else:
         decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
-            "off", "no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"))
+            "off", reason="no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"))
     return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
 
 

@@ -20,8 +20,8 @@ class FusionPlan:
     """Where quality "best"'s fusion model (Hunyuan-MT-Chimera-7B) runs, and why."""
 
     placement: Placement = "off"
-    reason: str | None = None
     decision: Decision | None = None  # the fusion model's own decision, when resident
+    reason: str | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> "FusionPlan":

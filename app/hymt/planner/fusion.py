@@ -54,7 +54,7 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
         decision = plan(shape, gpu, settings)
         own = decision_at(CPU_TIER, kv_tokens, kv_tokens * fusion_shape.kv_bytes_per_token("fp32"), fusion,
                           "beside the translation model in the computer's memory", None, {})
-        return decision.with_fusion(FusionPlan("resident", own.reason, own))
+        return decision.with_fusion(FusionPlan("resident", own, own.reason))
     options = []
     for name in FUSION_TIERS:
         tier = TIERS_BY_NAME[name]
@@ -70,7 +70,7 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
     if not options:
         decision = plan(shape, gpu, settings)
         smallest = min(fusion_need_bytes(fusion_shape, TIERS_BY_NAME[n], fusion) for n in FUSION_TIERS) / GIB
-        return decision.with_fusion(FusionPlan("refused", (
+        return decision.with_fusion(FusionPlan("refused", reason=(
             f"the fusion model (Hunyuan-MT-Chimera-7B) needs at least {smallest:.1f} GiB beside the translation "
             f"model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both")))
     *_, decision, tier, need = min(options, key=lambda o: o[:3])
@@ -79,4 +79,4 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
     own = decision_at(tier, kv_tokens, kv_tokens * fusion_shape.kv_bytes_per_token(tier.kv_cache), fusion, reason,
                       gpu, {}, fusion_shape.quantized_format)
     beside = f"; with the fusion model resident ({need / GIB:.1f} GiB set aside)"
-    return dataclasses.replace(decision, reason=decision.reason + beside, fusion=FusionPlan("resident", reason, own))
+    return dataclasses.replace(decision, reason=decision.reason + beside, fusion=FusionPlan("resident", own, reason))
