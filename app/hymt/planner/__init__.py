@@ -9,7 +9,7 @@ quality best's fusion model goes, and the decision the server runs with; the GPU
   decide.py    the decision the server runs with: the entrypoint's file, else planned now
   gpu.py       what GPU this process sees and how much memory it has
 
-decide.py alone stands above hymt.settings and the engine (it reads the checkpoint's config through the engine's
-loader); the rest stands below both, and hymt.settings, the command line and the OpenAPI document take the
-profile names from tiers.py.
+The planner reads the settings it is handed by their attributes and imports no hymt.settings, which takes its
+profile names from tiers.py (as the command line and the OpenAPI document do). decide.py alone stands above the
+engine: it reads the checkpoint's config through the engine's loader.
 """

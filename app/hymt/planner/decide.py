@@ -1,8 +1,8 @@
 """The decision the server runs with: read from the entrypoint's decision file when there is one, else planned now
 for the checkpoint's shape, the card this process sees and the fusion model, if any.
 
-The one module of the planner above the settings and the engine: it reads the checkpoint's config through the
-engine's loader, so that a checkpoint the loader would refuse is refused here, before anything starts."""
+The one module of the planner above the engine: it reads the checkpoint's config through the engine's loader, so
+that a checkpoint the loader would refuse is refused here, before anything starts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import CHIMERA_7B, Family, from_name, identify
-from ..settings import Settings
 from .decision import Decision, FusionPlan
 from .fusion import plan_with_fusion
 from .gpu import visible_gpu
@@ -33,7 +32,7 @@ def checkpoint_shape(model: str) -> tuple[ModelShape, str]:
     return ModelShape.from_config(load_config(path)), str(path / "config.json")
 
 
-def decision_for(settings: Settings) -> Decision:
+def decision_for(settings) -> Decision:
     """The entrypoint's decision when its file is there; else the plan for this checkpoint on this card, with where
     quality best's fusion model runs."""
     if settings.decision_file and Path(settings.decision_file).is_file():
@@ -56,7 +55,7 @@ def decision_for(settings: Settings) -> Decision:
     return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
 
 
-def _family(settings: Settings) -> Family | None:
+def _family(settings) -> Family | None:
     """The served model's family as far as planning can tell (the loader identifies it again from the files)."""
     path = Path(settings.model).expanduser()
     if path.is_dir() or settings.model_family != "auto":
