@@ -23,9 +23,9 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from hymt.engine import kernels  # noqa: E402
 from hymt.engine.startup import start  # noqa: E402
-from hymt.hardware import apply_memory_cap  # noqa: E402
 from hymt.languages import resolve  # noqa: E402
-from hymt.planning import decide  # noqa: E402
+from hymt.planner.decide import decision_for  # noqa: E402
+from hymt.planner.gpu import apply_memory_cap  # noqa: E402
 from hymt.prompts import Sampling  # noqa: E402
 from hymt.settings import Settings  # noqa: E402
 
@@ -67,7 +67,7 @@ def main() -> int:
         kernels.enable_pdl = lambda device: False
     settings = Settings(model=str(args.model_dir), gpu_memory_gb=args.card, profile=args.profile,
                         max_new_tokens=args.tokens, compile_cache_dir="/tmp/hymt-compile")
-    decision = decide(settings)
+    decision = decision_for(settings)
     apply_memory_cap(args.card)
     engine = start(settings, decision)
     record = {"card_gb": args.card, "profile": engine.decision.profile, "attention": engine.attention,

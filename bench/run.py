@@ -99,15 +99,15 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
     import torch
 
     from hymt.engine.startup import start
-    from hymt.hardware import apply_memory_cap
     from hymt.languages import resolve
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
+    from hymt.planner.gpu import apply_memory_cap
     from hymt.prompts import Sampling
     from hymt.settings import Settings
 
     settings = Settings(model=str(model_dir), gpu_memory_gb=card, profile=profile, max_new_tokens=64,
                         compile_cache_dir="/tmp/hymt-compile")
-    decision = decide(settings)
+    decision = decision_for(settings)
     apply_memory_cap(card)
     phases = []
     began = time.perf_counter()

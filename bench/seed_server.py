@@ -29,8 +29,8 @@ def create_app(model_dir: str, card_gb: float, max_new_tokens: int) -> Starlette
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
     from hymt.cleanup import max_new_tokens as budget
-    from hymt.hardware import apply_memory_cap
     from hymt.languages import resolve
+    from hymt.planner.gpu import apply_memory_cap
     from hymt.prompts import render, user_message
 
     apply_memory_cap(card_gb)

@@ -125,7 +125,7 @@ def soak(url: str, pid: int, args) -> dict:
 
 
 def _sample(process: psutil.Process, url: str, at: float) -> dict:
-    from hymt.hardware import process_gpu_memory_bytes
+    from hymt.planner.gpu import process_gpu_memory_bytes
 
     with process.oneshot():
         rss, fds, threads = process.memory_info().rss, process.num_fds(), process.num_threads()

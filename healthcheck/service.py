@@ -17,7 +17,7 @@ import urllib.request
 import xmlrpc.client
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from hymt.hardware import GIB, process_gpu_memory_bytes, read_gpu
+from hymt.planner.gpu import GIB, process_gpu_memory_bytes, read_gpu
 from hymt.settings import Settings
 
 log = logging.getLogger("hymt.health")

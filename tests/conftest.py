@@ -31,9 +31,9 @@ def cpu_settings(test_model) -> Settings:
 @pytest.fixture(scope="session")
 def engine(cpu_settings):
     from hymt.engine.startup import start
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
 
-    eng = start(cpu_settings, decide(cpu_settings))
+    eng = start(cpu_settings, decision_for(cpu_settings))
     yield eng
     eng.stop()
 

@@ -35,10 +35,10 @@ def manifest(test_model, tmp_path_factory):
 @pytest.fixture(scope="module")
 def lora_engine(cpu_settings, manifest):
     from hymt.engine.startup import start
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
 
     settings = cpu_settings.replace(adapters=str(manifest))
-    eng = start(settings, decide(settings))
+    eng = start(settings, decision_for(settings))
     yield eng
     eng.stop()
 

@@ -210,7 +210,8 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog):
 
     from hymt.api import libre
     from hymt.api.app import create_app
-    from hymt.profiles import CPU_TIER, Decision
+    from hymt.planner.decision import Decision
+    from hymt.planner.tiers import CPU_TIER
     from hymt.settings import Settings
 
     decision = Decision(profile="cpu", weights="fp32", kv_cache="fp32", device="cpu", kv_cache_tokens=4096,

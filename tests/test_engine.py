@@ -25,10 +25,10 @@ TEXTS = ["Hello world.", "How are you doing today, my dear friend? I hope all is
 def tight_engine(cpu_settings):
     """Few rows, small prefill steps: segments queue, join a running batch and are prefilled in chunks."""
     from hymt.engine.startup import start
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
 
     settings = cpu_settings.replace(max_in_flight=3, prefill_tokens=16, max_new_tokens=24)
-    eng = start(settings, decide(settings))
+    eng = start(settings, decision_for(settings))
     yield eng
     eng.stop()
 
@@ -186,9 +186,9 @@ def test_a_failing_step_ends_its_jobs_with_an_error_and_the_engine_goes_on(engin
 
 def test_stopping_ends_pending_jobs_with_an_error(cpu_settings):
     from hymt.engine.startup import start
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
 
-    eng = start(cpu_settings, decide(cpu_settings))
+    eng = start(cpu_settings, decision_for(cpu_settings))
     job = eng.submit([("Some text. " * 20, EN)], resolve("de"), GREEDY)
     eng.stop()
     with pytest.raises(NotReady):
@@ -262,10 +262,10 @@ def test_sampled_rows_draw_in_proportion_to_the_filtered_probabilities():
 
 def test_one_segment_in_flight_serves_them_one_by_one(cpu_settings):
     from hymt.engine.startup import start
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
 
     settings = cpu_settings.replace(max_in_flight=1, max_new_tokens=6)
-    eng = start(settings, decide(settings))  # its warm-up sampled two rows once, which one row cannot hold
+    eng = start(settings, decision_for(settings))  # its warm-up sampled two rows once, which one row cannot hold
     try:
         assert eng.scheduler.max_in_flight == 1
         assert len(eng.submit([("One. Two. Three.", EN)], resolve("de"), GREEDY).wait(120)) == 1

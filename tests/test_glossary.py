@@ -82,14 +82,14 @@ def _prompts(engine, job) -> list[str]:
 @pytest.fixture(scope="module")
 def hy_mt15_engine(family_model, tmp_path_factory):
     from hymt.engine.startup import start
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
     from hymt.settings import Settings
 
     folder = tmp_path_factory.mktemp("glossaries")
     (folder / "server.tsv").write_text("en\tde\ndriver\tTreiber\n")
     settings = Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu", greedy=True, max_new_tokens=12,
                         glossaries=str(folder))
-    eng = start(settings, decide(settings))
+    eng = start(settings, decision_for(settings))
     yield eng
     eng.stop()
 

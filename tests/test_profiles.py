@@ -9,20 +9,21 @@ import sys
 import pytest
 
 from hymt.errors import HymtError
-from hymt.hardware import GIB, simulate
-from hymt.planning import HUNYUAN_MT_7B
-from hymt.profiles import BY_NAME, PROMPT_OVERHEAD_TOKENS, ModelShape, plan, segment_kv_tokens
+from hymt.planner.gpu import GIB, simulate
+from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
+from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, ModelShape
+from hymt.planner.tiers import TIERS_BY_NAME
 from hymt.settings import Settings
 
 SETTINGS = Settings()
 
 
 def test_shape_numbers_match_the_measured_checkpoint():
-    assert HUNYUAN_MT_7B.weight_bytes("bf16") / GIB == pytest.approx(14.96, abs=0.01)
-    assert HUNYUAN_MT_7B.weight_bytes("nf4") / GIB == pytest.approx(5.34, abs=0.1)
-    assert HUNYUAN_MT_7B.kv_bytes_per_token("bf16") == 131072
+    assert HUNYUAN_MT_7B_SHAPE.weight_bytes("bf16") / GIB == pytest.approx(14.96, abs=0.01)
+    assert HUNYUAN_MT_7B_SHAPE.weight_bytes("nf4") / GIB == pytest.approx(5.34, abs=0.1)
+    assert HUNYUAN_MT_7B_SHAPE.kv_bytes_per_token("bf16") == 131072
     # int8 values with a 16-bit scale per token and head, plus the 16-bit layer flash attention reads
-    assert HUNYUAN_MT_7B.kv_bytes_per_token("int8") == 66560 + 4096
+    assert HUNYUAN_MT_7B_SHAPE.kv_bytes_per_token("int8") == 66560 + 4096
 
 
 def card(gb: float, capability=(9, 0)):
@@ -32,7 +33,7 @@ def card(gb: float, capability=(9, 0)):
 @pytest.mark.parametrize("card_gb,profile", [(8, "int4-int8kv"), (12, "int4"), (16, "int4"), (18, "int4"),
                                              (24, "bf16"), (48, "bf16"), (80, "bf16")])
 def test_cards(card_gb, profile):
-    decision = plan(HUNYUAN_MT_7B, card(card_gb), SETTINGS)
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(card_gb), SETTINGS)
     assert decision.profile == profile
     tier = decision.numbers["tiers"][profile]
     assert decision.kv_cache_tokens == tier["kv_cache_tokens"] > decision.max_seq_tokens
@@ -42,36 +43,36 @@ def test_cards(card_gb, profile):
 
 
 def test_int8_kv_when_bf16_weights_fit_but_not_the_kv_target():
-    decision = plan(HUNYUAN_MT_7B, card(20), SETTINGS.replace(target_kv_tokens=20000))
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(20), SETTINGS.replace(target_kv_tokens=20000))
     assert decision.profile == "bf16-int8kv"
 
 
 def test_small_card_gets_the_tier_leaving_the_most_room():
-    decision = plan(HUNYUAN_MT_7B, card(8), SETTINGS)
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(8), SETTINGS)
     assert decision.profile == "int4-int8kv" and "leaves the most" in decision.reason
     assert decision.max_seq_tokens < decision.kv_cache_tokens < SETTINGS.target_kv_tokens
 
 
 def test_a_card_without_room_for_one_segment_is_refused_with_the_need():
     with pytest.raises(HymtError) as err:
-        plan(HUNYUAN_MT_7B, card(6), SETTINGS)
+        plan(HUNYUAN_MT_7B_SHAPE, card(6), SETTINGS)
     assert "needs about" in err.value.message
 
 
 def test_int4_runs_on_ampere_or_later_and_nf4_serves_older_gpus():
-    assert plan(HUNYUAN_MT_7B, card(12), SETTINGS.replace(profile="int4")).profile == "int4"
+    assert plan(HUNYUAN_MT_7B_SHAPE, card(12), SETTINGS.replace(profile="int4")).profile == "int4"
     with pytest.raises(HymtError, match="compute capability 8.0 or later"):
-        plan(HUNYUAN_MT_7B, card(12, (7, 5)), SETTINGS.replace(profile="int4"))
-    older = plan(HUNYUAN_MT_7B, card(12, (7, 5)), SETTINGS)
-    assert older.profile == "nf4" and not older.allows(BY_NAME["int4"]) and older.allows(BY_NAME["nf4"])
+        plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS.replace(profile="int4"))
+    older = plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS)
+    assert older.profile == "nf4" and not older.allows(TIERS_BY_NAME["int4"]) and older.allows(TIERS_BY_NAME["nf4"])
 
 
 def test_forced_profile_and_no_gpu():
-    assert plan(HUNYUAN_MT_7B, card(80), SETTINGS.replace(profile="nf4")).profile == "nf4"
-    assert plan(HUNYUAN_MT_7B, None, SETTINGS).profile == "cpu"
+    assert plan(HUNYUAN_MT_7B_SHAPE, card(80), SETTINGS.replace(profile="nf4")).profile == "nf4"
+    assert plan(HUNYUAN_MT_7B_SHAPE, None, SETTINGS).profile == "cpu"
     with pytest.raises(HymtError):
-        plan(HUNYUAN_MT_7B, card(12), SETTINGS.replace(profile="bf16"))
-    forced = plan(HUNYUAN_MT_7B, card(24), SETTINGS.replace(kv_cache_tokens=5000))
+        plan(HUNYUAN_MT_7B_SHAPE, card(12), SETTINGS.replace(profile="bf16"))
+    forced = plan(HUNYUAN_MT_7B_SHAPE, card(24), SETTINGS.replace(kv_cache_tokens=5000))
     assert forced.kv_cache_tokens == 5000
 
 
@@ -86,7 +87,7 @@ def test_shape_from_a_config_object():
 
     config = HunYuanDenseV1Config(vocab_size=128167, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                                   num_attention_heads=32, num_key_value_heads=8, head_dim=128)
-    assert ModelShape.from_config(config) == HUNYUAN_MT_7B
+    assert ModelShape.from_config(config) == HUNYUAN_MT_7B_SHAPE
 
 
 def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:

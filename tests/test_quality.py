@@ -18,7 +18,7 @@ GLOSSARY = [{"source": "GPU", "target": "Grafikkarte"}]
 def _card(gb: float):
     import dataclasses
 
-    from hymt.hardware import simulate
+    from hymt.planner.gpu import simulate
 
     return dataclasses.replace(simulate(None, gb), compute_capability=(8, 9))
 
@@ -27,38 +27,39 @@ def _card(gb: float):
     (8, "int4-int8kv", None), (12, "int4", None), (16, "int4-int8kv", "nf4-int8kv"), (24, "int4", "nf4"),
     (48, "bf16", "bf16"), (80, "bf16", "bf16")])
 def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses(card_gb, translation, fusion):
-    from hymt.hardware import GIB
-    from hymt.planning import HUNYUAN_MT_7B
-    from hymt.profiles import BY_NAME, fusion_need_bytes, fusion_settings, plan, plan_with_fusion
+    from hymt.planner.fusion import fusion_need_bytes, fusion_settings, plan_with_fusion
+    from hymt.planner.gpu import GIB
+    from hymt.planner.plan import plan
+    from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE
+    from hymt.planner.tiers import TIERS_BY_NAME
     from hymt.settings import Settings
 
     settings = Settings(fusion_model="/models/Hunyuan-MT-Chimera-7B")
-    decision = plan_with_fusion(HUNYUAN_MT_7B, HUNYUAN_MT_7B, _card(card_gb), settings)
+    decision = plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings)
     assert decision.profile == translation
     if fusion is None:
-        assert decision.fusion["placement"] == "refused" and "no room for both" in decision.fusion["reason"]
-        assert decision.to_json() == {**plan(HUNYUAN_MT_7B, _card(card_gb), settings).to_json(),
-                                      "fusion": decision.fusion}
+        assert decision.fusion.placement == "refused" and "no room for both" in decision.fusion.reason
+        assert decision == plan(HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings).with_fusion(decision.fusion)
         return
-    own = decision.fusion["decision"]
-    assert decision.fusion["placement"] == "resident" and own["profile"] == fusion
-    assert own["max_in_flight"] == 4 and own["max_seq_tokens"] > decision.max_seq_tokens
+    own = decision.fusion.decision
+    assert decision.fusion.placement == "resident" and own.profile == fusion
+    assert own.max_in_flight == 4 and own.max_seq_tokens > decision.max_seq_tokens
     tier = decision.numbers["tiers"][translation]
-    need = fusion_need_bytes(HUNYUAN_MT_7B, BY_NAME[fusion], fusion_settings(settings))
+    need = fusion_need_bytes(HUNYUAN_MT_7B_SHAPE, TIERS_BY_NAME[fusion], fusion_settings(settings))
     assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes + need <= card_gb * GIB
 
 
 def test_planning_knows_chimera_serves_itself_and_a_missing_fusion_model(family_model):
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
     from hymt.settings import Settings
 
-    chimera = decide(Settings(model=str(family_model("hunyuan-mt-chimera-7b")), profile="cpu"))
-    assert chimera.fusion["placement"] == "same"
-    alone = decide(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu"))
-    assert alone.fusion["placement"] == "off" and "HYMT_FUSION_MODEL" in alone.fusion["reason"]
-    both = decide(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu",
+    chimera = decision_for(Settings(model=str(family_model("hunyuan-mt-chimera-7b")), profile="cpu"))
+    assert chimera.fusion.placement == "same"
+    alone = decision_for(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu"))
+    assert alone.fusion.placement == "off" and "HYMT_FUSION_MODEL" in alone.fusion.reason
+    both = decision_for(Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu",
                            fusion_model=str(family_model("hunyuan-mt-chimera-7b"))))
-    assert both.fusion["placement"] == "resident" and both.fusion["decision"]["profile"] == "cpu"
+    assert both.fusion.placement == "resident" and both.fusion.decision.profile == "cpu"
 
 
 def _wait_for_fusion(server: Server, timeout: float = 120) -> dict:
@@ -179,14 +180,14 @@ def test_best_quality_on_every_api(server):
 def test_fusion_prompt_holds_the_six_candidates_and_unfitting_segments_keep_the_greedy_one(family_model):
     from hymt.engine.startup import start
     from hymt.languages import resolve
-    from hymt.planning import decide
+    from hymt.planner.decide import decision_for
     from hymt.prompts import CANDIDATE_SAMPLINGS, Sampling, fusion_message, render
     from hymt.settings import Settings
 
     # Room for the tiny model's candidates (random tokens, about 170 prompt tokens each) beside a short line.
     settings = Settings(model=str(family_model("hunyuan-mt-chimera-7b")), profile="cpu", greedy=True,
                         max_new_tokens=12, max_segment_tokens=1536)
-    engine = start(settings, decide(settings))
+    engine = start(settings, decision_for(settings))
     try:
         en, de = resolve("en"), resolve("de")
         jobs = [engine.submit([("Hi.\nA much longer second line " + "word " * 340, en)], de, sampling)

@@ -88,9 +88,9 @@ def test_quantize_refuses_bad_targets(quantized, test_model):
 def test_a_gptq_checkpoint_on_a_gpu_asks_for_the_triton_kernel(quantized):
     # gptqmodel's own choice on Hopper (Machete) downloads CUTLASS while loading; the appliance may be offline.
     from hymt.engine.loader import _quantization, load_config
-    from hymt.profiles import BY_NAME, CPU_TIER
+    from hymt.planner.tiers import CPU_TIER, TIERS_BY_NAME
 
     config = load_config(quantized)
-    on_gpu = _quantization(BY_NAME["nf4"], config)
+    on_gpu = _quantization(TIERS_BY_NAME["nf4"], config)
     assert on_gpu.quant_method == "gptq" and on_gpu.backend == "triton" and on_gpu.bits == 4
     assert _quantization(CPU_TIER, config) is None  # the CPU keeps gptqmodel's choice, which runs there

@@ -13,7 +13,8 @@ import time
 from .documents import FORMATS
 from .errors import BadRequest, HymtError
 from .family import FAMILIES, HUNYUAN_MT_7B
-from .settings import PROFILE_CHOICES, Settings
+from .planner.tiers import PROFILE_CHOICES
+from .settings import Settings
 
 
 class _Parser(argparse.ArgumentParser):
@@ -189,10 +190,10 @@ def _translate_text(args, settings: Settings, source, target) -> int:
 
 def _start_engine(settings: Settings):
     from .engine import startup as engine_mod
-    from .hardware import apply_memory_cap
-    from .planning import decide
+    from .planner.decide import decision_for
+    from .planner.gpu import apply_memory_cap
 
-    decision = decide(settings)
+    decision = decision_for(settings)
     apply_memory_cap(settings.gpu_memory_gb)
     # Loading takes from seconds to minutes: say what is happening meanwhile, on stderr.
     print(f"hymt: loading {settings.model} (profile {decision.profile})", file=sys.stderr, flush=True)
@@ -339,12 +340,12 @@ def _quantize(args) -> int:
 
 
 def _profile(args, settings: Settings) -> int:
-    from .planning import decide
+    from .planner.decide import decision_for
 
     settings = settings.replace(model=args.model, gpu_memory_gb=args.gpu_memory_gb, profile=args.profile,
                                 decision_file="")
     try:
-        decision = decide(settings)
+        decision = decision_for(settings)
     except HymtError as exc:
         print(json.dumps({"profile": None, "error": exc.message}), flush=True)
         raise

@@ -10,8 +10,7 @@ from typing import Mapping
 
 from .errors import ConfigError
 from .family import check_choice
-
-PROFILE_CHOICES = ("auto", "bf16", "bf16-int8kv", "int4", "int4-int8kv", "int8", "nf4", "nf4-int8kv", "cpu")
+from .planner.tiers import AUTO, PROFILE_CHOICES
 
 
 @dataclass(frozen=True)
@@ -19,7 +18,7 @@ class Settings:
     model: str = "tencent/Hunyuan-MT-7B"
     host: str = "0.0.0.0"
     port: int = 80
-    profile: str = "auto"
+    profile: str = AUTO
     # Pretend the GPU has this much memory (GB); the process is capped to it. None: the real card.
     gpu_memory_gb: float | None = None
     # KV cache tokens (prompt + output budget, summed over the segments in flight) the planner must leave room for

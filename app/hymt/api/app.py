@@ -17,7 +17,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import HymtError
-from ..profiles import Decision
+from ..planner.decision import Decision
 from ..settings import Settings
 from . import files, libre, openai_compat, page
 from .metrics import Metrics

@@ -8,6 +8,7 @@ from .. import __version__
 from ..documents import FORMATS, media_types
 from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
 from ..languages import ALIASES, LANGUAGES
+from ..planner.tiers import TIERS_BY_NAME
 from ..settings import Settings
 from .alternatives import ALTERNATIVES_LIMIT
 from .openai_compat import MODEL_NAME, ROLES
@@ -258,7 +259,8 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
                                     "error_type": {"type": "string"}}, ["error"]),
             "Health": _object({"status": {"type": "string",
                                           "enum": ["healthy", "degraded", "loading", "unhealthy", "draining"]},
-                               "phase": {"type": "string"}, "queue_depth": {"type": "integer"}}, ["status"]),
+                               "phase": {"type": "string"}, "queue_depth": {"type": "integer"},
+                               "profile": {"type": "string", "enum": list(TIERS_BY_NAME)}}, ["status"]),
         }},
     }
     if keys:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
 from ..errors import HymtError
-from ..hardware import GIB
+from ..planner.gpu import GIB
 from ..prompts import Sampling
 from . import parsing
 from .libre import detected_json, detect_sources

@@ -14,7 +14,7 @@ import time
 
 import uvicorn
 
-from ..planning import decide
+from ..planner.decide import decision_for
 from ..settings import Settings
 from .app import create_app
 from .service import Service
@@ -62,7 +62,7 @@ class _RedactKeys(logging.Filter):
 
 
 def serve(settings: Settings) -> None:
-    decision = decide(settings)
+    decision = decision_for(settings)
     log.info("profile %s (%s)", decision.profile, decision.reason)
     fatal: list[str] = []
     server: DrainingServer | None = None

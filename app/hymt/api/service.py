@@ -20,9 +20,10 @@ from ..engine.jobs import Event, Job, Options
 from ..engine.startup import start
 from .. import detect
 from ..errors import HymtError, NotReady
-from ..hardware import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..languages import Language
-from ..profiles import Decision, best_segment_tokens, fusion_settings
+from ..planner.decision import Decision
+from ..planner.fusion import best_segment_tokens, fusion_settings
+from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..prompts import CANDIDATE_SAMPLINGS, Sampling
 from ..settings import Settings
 from .ratelimit import Limits
@@ -80,13 +81,12 @@ class Service:
     def _load_fusion(self, factory: Callable[..., Engine], on_phase: Callable[[str], None]) -> None:
         """The fusion model, where the planner placed it beside the translation model. Its failure only refuses
         quality "best" (with the reason); the translation model serves all the same."""
-        own = self.decision.fusion.get("decision")
-        if self.decision.fusion.get("placement") != "resident" or own is None:
+        own = self.decision.fusion.decision
+        if self.decision.fusion.placement != "resident" or own is None:
             return
         on_phase("loading the fusion model")
         try:
-            fusion = factory(fusion_settings(self.settings), Decision(**own),
-                             lambda text: on_phase(f"fusion model: {text}"))
+            fusion = factory(fusion_settings(self.settings), own, lambda text: on_phase(f"fusion model: {text}"))
             # A checkpoint whose name says nothing is taken at the setting's word; one named otherwise is refused.
             if not fusion.family.fusion and fusion.identified.source != "assumed":
                 fusion.stop()
@@ -111,20 +111,20 @@ class Service:
         """The engine that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
         engine = self.ready_engine()
         if self._fusion_up():
-            return engine if self.decision.fusion.get("placement") == "same" else self.fusion
-        why = self.fusion_error or self.decision.fusion.get("reason") or "no fusion model"
+            return engine if self.decision.fusion.placement == "same" else self.fusion
+        why = self.fusion_error or self.decision.fusion.reason or "no fusion model"
         raise HymtError(f"quality best is not available: {why}", error_type="quality_unavailable", status=422)
 
     def _fusion_up(self) -> bool:
         """Whether a fusion model runs: the translation model itself (Chimera), or its own engine, alive."""
-        return self.decision.fusion.get("placement") == "same" or (self.fusion is not None and self.fusion.alive)
+        return self.decision.fusion.placement == "same" or (self.fusion is not None and self.fusion.alive)
 
     def quality_json(self) -> dict:
         """What /health says about quality "best"."""
         fusion = self.decision.fusion
-        own = fusion.get("decision") or {}
-        return {"best": self.engine is not None and self._fusion_up(), "placement": fusion.get("placement", "off"),
-                "reason": self.fusion_error or fusion.get("reason"), "fusion_profile": own.get("profile"),
+        return {"best": self.engine is not None and self._fusion_up(), "placement": fusion.placement,
+                "reason": self.fusion_error or fusion.reason,
+                "fusion_profile": fusion.decision.profile if fusion.decision else None,
                 "fusion_model": self.fusion.family.name if self.fusion else None,
                 "candidates": len(CANDIDATE_SAMPLINGS)}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ModelLoadError
 from ..family import Identified, identify
-from ..profiles import Tier
+from ..planner.tiers import Tier
 from ..prompts import CHAT_TEMPLATE, PAD_TOKEN, STOP_TOKEN
 from . import weights
 

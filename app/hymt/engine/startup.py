@@ -14,7 +14,9 @@ import torch
 
 from ..errors import HymtError, ModelLoadError
 from ..glossary import Glossaries
-from ..profiles import TIERS, Decision, in_flight, segment_kv_tokens
+from ..planner.decision import Decision
+from ..planner.plan import in_flight, segment_kv_tokens
+from ..planner.tiers import TIERS
 from ..settings import Settings
 from . import adapters as adapter_registry
 from . import weights

@@ -1,0 +1,121 @@
+"""The plan for one model on one card: the highest-fidelity tier that leaves room for the KV cache the settings
+ask for, the KV arena (tokens and bytes) that is left, and the segments decoded together. Pure arithmetic over the
+checkpoint's shape and the card's free memory; the engine's warm-up proves it."""
+
+from __future__ import annotations
+
+from .. import cleanup
+from ..errors import ConfigError, HymtError
+from .decision import Decision
+from .gpu import CUDA_CONTEXT_BYTES, GIB, GpuMemory
+from .shapes import ModelShape
+from .tiers import AUTO, CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
+
+ALLOCATOR_SLACK = 0.08  # share of the rest kept free for fragmentation in torch's caching allocator
+CPU_KV_TOKENS = 16384
+# Tokens of the official instruction and the chat template around a segment's text.
+PROMPT_OVERHEAD_TOKENS = 64
+
+
+def output_tokens(settings) -> int:
+    """The output budget of the longest segment."""
+    return cleanup.max_new_tokens(settings.max_segment_tokens, settings.max_new_tokens)
+
+
+def segment_kv_tokens(settings) -> int:
+    """The longest KV range one segment can need: its prompt and its whole output budget."""
+    return PROMPT_OVERHEAD_TOKENS + settings.max_segment_tokens + output_tokens(settings)
+
+
+def kv_budget(shape: ModelShape, tier: Tier, gpu: GpuMemory, max_in_flight: int, prefill_tokens: int,
+              ) -> dict:
+    """How many KV tokens fit beside this tier's weights and scratch on this card, and the numbers behind it."""
+    usable = (gpu.free_bytes - CUDA_CONTEXT_BYTES) * (1 - ALLOCATOR_SLACK)
+    weights = shape.weight_bytes(tier.weights)
+    per_token = shape.kv_bytes_per_token(tier.kv_cache)
+    transient = shape.transient_bytes(tier.weights, max_in_flight, prefill_tokens)
+    left = usable - weights - transient
+    tokens = int(left // per_token) if left > 0 else 0
+    return {"usable_bytes": int(usable), "weight_bytes": weights, "transient_bytes": transient,
+            "kv_bytes_per_token": per_token, "kv_cache_tokens": tokens,
+            "max_in_flight": in_flight(tokens, max_in_flight)}
+
+
+def in_flight(kv_tokens: int, max_in_flight: int) -> int:
+    """Decoding rows for an arena: one per 64 tokens (a short sentence's prompt and budget) up to the setting."""
+    return max(1, min(max_in_flight, kv_tokens // 64))
+
+
+def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
+    """Pick the highest-fidelity tier this GPU runs that leaves `target_kv_tokens` of KV cache; else the tier
+    leaving the most; else refuse. HYMT_PROFILE names a tier to use regardless (refused if it cannot fit one
+    segment). The numbers of every tier are kept in the decision."""
+    seq_tokens = segment_kv_tokens(settings)
+    forced = settings.profile
+    if gpu is None or forced == CPU_TIER.name:
+        why = "forced by HYMT_PROFILE" if forced == CPU_TIER.name else "no NVIDIA GPU found: running on the CPU (slow)"
+        tokens = max(settings.kv_cache_tokens or CPU_KV_TOKENS, seq_tokens + 1)
+        return decision_at(CPU_TIER, tokens, tokens * shape.kv_bytes_per_token("fp32"), settings, why, None, {})
+
+    per_tier = {t.name: kv_budget(shape, t, gpu, settings.max_in_flight, settings.prefill_tokens) for t in TIERS}
+    numbers = {"tiers": per_tier, "target_kv_tokens": settings.target_kv_tokens,
+               "cuda_context_bytes": CUDA_CONTEXT_BYTES, "allocator_slack": ALLOCATOR_SLACK}
+    gib = gpu.free_bytes / GIB
+    capability = f" (compute capability {'.'.join(map(str, gpu.compute_capability))})" if gpu.compute_capability \
+        else ""
+
+    def settle_on(tier: Tier, why: str) -> Decision:
+        info = per_tier[tier.name]
+        tokens = settings.kv_cache_tokens or info["kv_cache_tokens"]
+        return decision_at(tier, tokens, tokens * info["kv_bytes_per_token"], settings, why, gpu, numbers,
+                           shape.quantized_format)
+
+    if forced != AUTO:
+        tier = TIERS_BY_NAME.get(forced)
+        if tier is None or tier is CPU_TIER:
+            raise ConfigError(f"unknown profile {forced!r}")
+        if not runs_on(tier, gpu.compute_capability):
+            raise HymtError(f"profile {forced} needs a GPU of compute capability "
+                            f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
+                            error_type="does_not_fit")
+        if per_tier[tier.name]["kv_cache_tokens"] <= seq_tokens:
+            raise HymtError(f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
+                            f"{_need_gib(shape, tier, settings, seq_tokens):.1f} GiB", error_type="does_not_fit")
+        return settle_on(tier, "forced by HYMT_PROFILE")
+
+    # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of INT4 or NF4).
+    candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights in ("int4", "nf4"))]
+    older = [t.name for t in candidates if not runs_on(t, gpu.compute_capability)]
+    candidates = [t for t in candidates if runs_on(t, gpu.compute_capability)]
+    note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
+    for tier in candidates:
+        if per_tier[tier.name]["kv_cache_tokens"] >= settings.target_kv_tokens:
+            return settle_on(tier, f"highest-fidelity tier leaving room for {settings.target_kv_tokens} KV tokens "
+                                   f"in {gib:.1f} GiB{note}")
+    best = max(candidates, key=lambda t: per_tier[t.name]["kv_cache_tokens"])
+    fits = per_tier[best.name]["kv_cache_tokens"]
+    if fits > seq_tokens:
+        return settle_on(best, f"no tier leaves room for {settings.target_kv_tokens} KV tokens in {gib:.1f} GiB; "
+                               f"{best.name} leaves the most ({fits}){note}")
+    smallest = min(candidates, key=lambda t: _need_gib(shape, t, settings, seq_tokens))
+    raise HymtError(f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
+                    f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB",
+                    error_type="does_not_fit")
+
+
+def _need_gib(shape: ModelShape, tier: Tier, settings, seq_tokens: int) -> float:
+    need = (shape.weight_bytes(tier.weights)
+            + shape.transient_bytes(tier.weights, in_flight(seq_tokens, settings.max_in_flight),
+                                    settings.prefill_tokens)
+            + (seq_tokens + 1) * shape.kv_bytes_per_token(tier.kv_cache)) / (1 - ALLOCATOR_SLACK) + CUDA_CONTEXT_BYTES
+    return need / GIB
+
+
+def decision_at(tier: Tier, kv_tokens: int, kv_bytes: int, settings, reason: str, gpu: GpuMemory | None,
+                numbers: dict, weights: str | None = None) -> Decision:
+    """The decision for a tier the planner settled on, with a KV arena of `kv_tokens` (`kv_bytes`)."""
+    return Decision(profile=tier.name, weights=weights or tier.weights, kv_cache=tier.kv_cache, device=tier.device,
+                    kv_cache_tokens=kv_tokens, kv_cache_bytes=kv_bytes,
+                    max_in_flight=in_flight(kv_tokens, settings.max_in_flight), prefill_tokens=settings.prefill_tokens,
+                    max_seq_tokens=segment_kv_tokens(settings), reason=reason,
+                    gpu=gpu.to_json() if gpu else None, numbers=numbers)

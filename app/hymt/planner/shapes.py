@@ -1,0 +1,91 @@
+"""A checkpoint's shape, read from its config, and what it costs: bytes of weights per weight format, bytes of KV
+cache per token, and the scratch beside them (prefill activations, per-row sampling, fixed overheads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# CUDA graph pool for decoding, cuBLAS workspaces, compiled kernels, rotary tables: measured well under this.
+FIXED_OVERHEAD_BYTES = 384 * 1024 ** 2
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tied_embeddings: bool
+    # A checkpoint quantized ahead of time (GPTQ/AWQ): its weights keep that format whatever the tier.
+    quantized_bits: int | None = None
+    quantized_format: str | None = None  # e.g. "gptq-int4"
+
+    @classmethod
+    def from_config(cls, config) -> "ModelShape":
+        heads = config.num_attention_heads
+        quant = getattr(config, "quantization_config", None)
+        bits = _get(quant, "bits") if quant else None
+        return cls(
+            hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
+            num_layers=config.num_hidden_layers, num_heads=heads,
+            num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+            head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
+            vocab_size=config.vocab_size, tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+            quantized_bits=int(bits) if bits else None,
+            quantized_format=f"{_get(quant, 'quant_method')}-int{bits}" if bits else None,
+        )
+
+    @property
+    def linear_params(self) -> int:
+        """Parameters of the decoder's linear layers: the ones weight quantization shrinks."""
+        h, q, kv = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        attention = h * q + 2 * h * kv + q * h
+        mlp = 3 * h * self.intermediate_size
+        return self.num_layers * (attention + mlp)
+
+    @property
+    def other_params(self) -> int:
+        """Embeddings, output head and norms: kept in 16 bits by every tier."""
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+        norms = self.num_layers * (2 * self.hidden_size + 2 * self.head_dim) + self.hidden_size
+        return embeddings + norms
+
+    def weight_bytes(self, weights: str) -> int:
+        # NF4 with double quantization: 4 bits, an 8-bit absmax per 64 values, an fp32 scale per 256 absmaxes.
+        # INT4: 4 bits and a 16-bit scale and zero point per group of 128.
+        per_linear = {"fp32": 4.0, "bf16": 2.0, "int8": 1.0 + 4.0 / self.hidden_size, "int4": 0.5 + 4 / 128,
+                      "nf4": 0.5 + 1 / 64 + 4 / (64 * 256)}[weights]
+        per_other = 4.0 if weights == "fp32" else 2.0
+        return int(self.linear_params * per_linear + self.other_params * per_other)
+
+    def kv_bytes_per_token(self, kv_cache: str) -> int:
+        slots = 2 * self.num_layers * self.num_kv_heads
+        if kv_cache == "int8":
+            # int8 values plus one 16-bit scale per token and head, and one 16-bit layer to dequantize into
+            return slots * (self.head_dim + 2) + 2 * self.num_kv_heads * self.head_dim * 2
+        return slots * self.head_dim * (4 if kv_cache == "fp32" else 2)
+
+    def activation_bytes_per_token(self) -> int:
+        """Peak activations per batch token during prefill (hidden states, attention, the MLP's two halves)."""
+        return 2 * (6 * self.hidden_size + 3 * self.intermediate_size)
+
+    def transient_bytes(self, weights: str, max_in_flight: int, prefill_tokens: int) -> int:
+        """Scratch beside the weights and the KV cache: a prefill step's activations; per decoding row the logits
+        in 16 bits, their float32 copies while sampling and the repetition-penalty bits; for NF4 and LLM.int8 one
+        dequantized MLP matrix; fixed overheads."""
+        sampling = max_in_flight * self.vocab_size * (2 + 5 * 4 + 1)
+        dequant = 2 * self.hidden_size * self.intermediate_size if weights in ("nf4", "int8") else 0
+        return prefill_tokens * self.activation_bytes_per_token() + sampling + dequant + FIXED_OVERHEAD_BYTES
+
+
+def _get(obj, key: str):
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+# The shape of Hunyuan-MT-7B (FACTS.md), which Chimera and HY-MT1.5-7B share; used only when the checkpoint's
+# config cannot be read yet (before a download). Not the model family of the same name (hymt.family.HUNYUAN_MT_7B).
+HUNYUAN_MT_7B_SHAPE = ModelShape(hidden_size=4096, intermediate_size=14336, num_layers=32, num_heads=32,
+                                 num_kv_heads=8, head_dim=128, vocab_size=128167, tied_embeddings=False)
