@@ -12,8 +12,8 @@ Attention, by what the GPU and the cache allow:
 Where the weights were fused (weights.py), q, k and v come from one matmul and the gate and up halves from another.
 The element-wise pieces (RMSNorm, rotary embedding with the Q/K norms, SiLU gate) are small functions with
 transformers' own arithmetic; on a GPU they are compiled with torch.compile, which fuses each into one kernel.
-Where Triton is present on a GPU (engine/kernels.py), the rotary embedding, the Q/K norms and the arena write are
-one kernel per layer, and a decoding batch's attention is Triton's too, reading an INT8 arena as stored.
+Where Triton is present on a GPU (engine/kernels/), the rotary embedding, the Q/K norms and the arena write are
+one kernel per layer, for a decoding batch together with its attention (reading an INT8 arena as stored).
 """
 
 from __future__ import annotations
