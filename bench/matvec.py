@@ -1,7 +1,6 @@
 """The one-row matvec against cuBLAS for the 7B's bf16 layer shapes (32 weights of each, as in the model, so the
-cache holds none): what `kernels.tune_matvec` chooses at start-up on this GPU, and both times per call (us), each
-shape in its role as the model runs it: gate/up giving SiLU(gate) * up (against cuBLAS and the compiled SiLU), o and
-down leaving their split parts to the residual norm.
+cache holds none): what `kernels.tune_matvec` chooses at start-up on this GPU, and both times per call (us); the
+down projection gated (SiLU(gate) * up read from the gate/up output) against the compiled SiLU and cuBLAS.
 
     PYTHONPATH=app python3 bench/matvec.py --out bench/results/matvec.json [--no-pdl]
 """
@@ -34,8 +33,8 @@ def main() -> int:
                for _ in range(args.layers)] + [torch.randn(SHAPES[-1], dtype=torch.bfloat16, device="cuda") * 0.02]
     if not args.no_pdl:
         kernels.enable_pdl(torch.device("cuda"))
-    roles = {SHAPES[1]: "parts", SHAPES[2]: "swiglu", SHAPES[3]: "parts"}
-    chosen = kernels.tune_matvec(weights, roles, torch.compile(silu_mul, dynamic=True), keep_all=True)
+    chosen = kernels.tune_matvec(weights, frozenset({SHAPES[3]}), torch.compile(silu_mul, dynamic=True),
+                                 keep_all=True)
     shapes = {f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas}
               for (n, k), (config, us, cublas) in chosen.items()}
     record = {"gpu": torch.cuda.get_device_name(), "pdl": kernels.common.PDL, "shapes": shapes}

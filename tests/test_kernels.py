@@ -56,8 +56,7 @@ def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
 
 
 def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
-    """Three rows of a hidden size that is not a power of two: the sum in place and its norm, as model.add_rms_norm;
-    and one row whose delta comes as a split matvec's float32 parts, added up and rounded first."""
+    """Three rows of a hidden size that is not a power of two: the sum in place and its norm, as model.add_rms_norm."""
     from hymt.engine import kernels
 
     torch.manual_seed(3)
@@ -67,19 +66,11 @@ def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
     got_hidden, got_normed = kernels.add_rms_norm(hidden.clone(), delta, weight, 1e-5)
     assert torch.equal(got_hidden, want_hidden)
     assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype))
-    parts = torch.randn(3, 96, device=device)
-    want_hidden, want_normed = model_module.add_rms_norm(hidden[:1], parts.sum(0, keepdim=True).to(dtype), weight,
-                                                         1e-5)
-    got_hidden, got_normed = kernels.add_rms_norm(hidden[:1].clone(), parts, weight, 1e-5, parts=True)
-    assert torch.allclose(got_hidden.float(), want_hidden.float(), **_tolerance(dtype))
-    assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype))
-    with pytest.raises(ValueError, match="parts"):
-        kernels.add_rms_norm(hidden.clone(), parts, weight, 1e-5, parts=True)
 
 
 def check_matvec(device: str, dtype: torch.dtype) -> None:
     """One row against a weight whose sizes are no multiple of any block, whole and with K in parts: as torch's
-    matmul, summed or as the parts; and a gate/up weight giving SiLU(gate) * up."""
+    matmul; and gated."""
     from hymt.engine import kernels
 
     torch.manual_seed(4)
@@ -87,22 +78,15 @@ def check_matvec(device: str, dtype: torch.dtype) -> None:
     want = (x.float() @ weight.float().T)
     for splits in (1, 3):  # K in parts of 512, 512 and 76
         got = kernels.matvec(x, weight, block_n=8, block_k=256, splits=splits)
-        assert got.shape == (1, 37) and got.dtype == dtype
         assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
-        parts = kernels.matvec(x, weight, block_n=8, block_k=256, splits=splits, role="parts")
-        assert parts.shape == (splits, 37) and parts.dtype == torch.float32
-        assert torch.allclose(parts.sum(0, keepdim=True), want, **_tolerance(dtype, scale=33))
-    gate_up = torch.randn(74, 1100, device=device).to(dtype)  # 37 gate rows, then 37 up rows
-    gate, up = (x @ gate_up.T).chunk(2, dim=-1)
-    want = model_module.silu_mul(gate, up)
-    got = kernels.matvec(x, gate_up, block_n=8, block_k=256, role="swiglu")
-    assert got.shape == (1, 37) and got.dtype == dtype
-    assert torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=33))
-    for wrong in (dict(role="swiglu", splits=2), dict(role="gated")):
-        with pytest.raises(ValueError, match="matvec"):
-            kernels.matvec(x, gate_up, **wrong)
-    with pytest.raises(ValueError, match="matvec"):
-        kernels.matvec(x, weight[:, :1000])
+    # Gated (a down projection reading the gate/up output): SiLU(gate) * up in the input's dtype, then the matmul.
+    gate_up = torch.randn(1, 2200, device=device).to(dtype)
+    want = model_module.silu_mul(*gate_up.chunk(2, dim=-1)).float() @ weight.float().T
+    for splits in (1, 3):
+        got = kernels.matvec(gate_up, weight, block_n=8, block_k=256, splits=splits, gated=True)
+        assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
+    with pytest.raises(ValueError, match="gated"):
+        kernels.matvec(x, weight, gated=True)
 
 
 def check_penalize(device: str, dtype: torch.dtype) -> None:
@@ -207,8 +191,7 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
     """The test model's decoding step for three segments, with the kernels and with torch's path, from the same
     arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
     fuses them, and with the kernels every linear layer through the matvec as start-up's timing may choose it, so
-    that at one row the gate/up projection applies the SiLU and the o and down projections' parts are added up by
-    the residual norm."""
+    that one row's down projection takes the SiLU inside."""
     from hymt.engine.model import Batch, Decoder
     from hymt.engine.weights import fuse
     from transformers import AutoModelForCausalLM
@@ -225,12 +208,10 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
         decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
         state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
         saved = [t.clone() for t in state]
-        roles = {tuple(m.weight.shape): role for layer in decoder.layers for m, role in (
-            (getattr(layer.self_attn, "qkv_proj", None), "plain"), (layer.self_attn.o_proj, "parts"),
-            (getattr(layer.mlp, "gate_up_proj", None), "swiglu"), (layer.mlp.down_proj, "parts")) if m is not None}
-        # The head's 128k rows take the interpreter minutes; check_matvec has it.
-        tuned = {shape: (dict(block_n=32, block_k=128, splits=1 if role == "swiglu" else 2, role=role), 0.0, 0.0)
-                 for shape, role in roles.items()}
+        gated = {tuple(layer.mlp.down_proj.weight.shape) for layer in decoder.layers}
+        tuned = {tuple(m.weight.shape): (dict(block_n=32, block_k=128, splits=2, **(
+            {"gated": True} if tuple(m.weight.shape) in gated else {})), 0.0, 0.0) for m in decoder._linears()
+            if m is not decoder.lm_head}  # the head's 128k rows take the interpreter minutes; check_matvec has it
         for rows in (3, 1):  # a batch, and one segment (the matvec's case)
             starts = torch.tensor([1, 20, 40][:rows], device=device)
             positions = torch.tensor([4, 16, 0][:rows], device=device)

@@ -116,15 +116,11 @@ class Decoder:
             kernels.enable_pdl(self.device)
         # The split decoding attention's arrival counters (kernels/attention.py), zeros between its calls.
         self.arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=self.device)
-        # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row: the
-        # fused gate/up giving SiLU(gate) * up itself, o and down leaving their split parts to the residual norm.
-        roles = {}
-        for layer in self.layers:
-            roles[tuple(layer.self_attn.o_proj.weight.shape)] = roles[tuple(layer.mlp.down_proj.weight.shape)] = \
-                "parts"
-            if hasattr(layer.mlp, "gate_up_proj"):
-                roles[tuple(layer.mlp.gate_up_proj.weight.shape)] = "swiglu"
-        self.matvec = kernels.tune_matvec([m.weight for m in self._linears()], roles,
+        # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row; the
+        # down projection's gated where it reads the gate/up output as it comes.
+        gated = frozenset(tuple(layer.mlp.down_proj.weight.shape) for layer in self.layers
+                          if hasattr(layer.mlp, "gate_up_proj"))
+        self.matvec = kernels.tune_matvec([m.weight for m in self._linears()], gated,
                                           self.silu_mul) if self.kernels else {}
 
     def uncompile(self) -> None:
@@ -158,13 +154,15 @@ class Decoder:
             else:
                 q = self._rotate_and_store(i, attn, q, k, v, batch, cos, sin)
                 out = self._attend(i, q, batch, gather)
-            hidden, x = self._residual(add_rms_norm, hidden, attn.o_proj,
-                                       out.reshape(tokens, self.num_heads * self.head_dim),
-                                       layer.post_attention_layernorm.weight)
-            # The next layer's input norm rides with the sum; after the last layer, the model's final norm.
-            norm = self.layers[i + 1].input_layernorm if i < last else self.norm
-            hidden, x = self._residual(add_rms_norm, hidden, mlp.down_proj, self._activation(mlp, x), norm.weight)
-        return self._linear(self.lm_head, x[batch.logits_index])
+            hidden, x = add_rms_norm(hidden, self._linear(attn.o_proj, out.reshape(tokens, self.num_heads *
+                                                                                  self.head_dim)),
+                                     layer.post_attention_layernorm.weight, self.eps)
+            delta = self._mlp(mlp, x)
+            if i < last:  # the next layer's input norm rides with the sum
+                hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
+            else:
+                hidden = hidden + delta
+        return self._linear(self.lm_head, self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
 
     def _rotate_and_store(self, layer: int, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: Batch,
                           cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
@@ -202,19 +200,9 @@ class Decoder:
     def _linear(self, module, x: torch.Tensor) -> torch.Tensor:
         """module(x), through the Triton matvec where x is one row and it wins for the weight's shape."""
         tuned = self._tuned(module, x)
-        if tuned is not None and tuned["role"] != "swiglu":
-            return kernels.matvec(x, module.weight, **dict(tuned, role="plain"))
+        if tuned is not None and not tuned.get("gated"):
+            return kernels.matvec(x, module.weight, **tuned)
         return module(x)
-
-    def _residual(self, add_rms_norm, hidden: torch.Tensor, module, x: torch.Tensor, weight: torch.Tensor,
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """hidden + module(x) and its RMSNorm by `weight`; at one row the matvec's split parts are added up by the
-        norm's kernel (role "parts")."""
-        tuned = self._tuned(module, x)
-        if tuned is not None and tuned["role"] == "parts":
-            return kernels.add_rms_norm(hidden, kernels.matvec(x, module.weight, **tuned), weight, self.eps,
-                                        parts=True)
-        return add_rms_norm(hidden, self._linear(module, x), weight, self.eps)
 
     def _qkv(self, attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The three projections, as one matmul where the weights were fused (see weights.py)."""
@@ -222,15 +210,16 @@ class Decoder:
             return self._linear(attn.qkv_proj, x).split(self.qkv_sizes, dim=-1)
         return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
 
-    def _activation(self, mlp, x: torch.Tensor) -> torch.Tensor:
-        """SiLU(gate(x)) * up(x), the down projection's input: gate and up as one matmul where fused, which at one
-        row may apply the SiLU itself (role "swiglu")."""
+    def _mlp(self, mlp, x: torch.Tensor) -> torch.Tensor:
+        """down(SiLU(gate(x)) * up(x)), gate and up as one matmul where fused; at one row the down projection may
+        apply the SiLU itself (tune_matvec's `gated`)."""
         if not hasattr(mlp, "gate_up_proj"):
-            return self.silu_mul(mlp.gate_proj(x), mlp.up_proj(x))
-        tuned = self._tuned(mlp.gate_up_proj, x)
-        if tuned is not None and tuned["role"] == "swiglu":
-            return kernels.matvec(x, mlp.gate_up_proj.weight, **tuned)
-        return self.silu_mul(*self._linear(mlp.gate_up_proj, x).chunk(2, dim=-1))
+            return self._linear(mlp.down_proj, self.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+        gate_up = self._linear(mlp.gate_up_proj, x)
+        tuned = self._tuned(mlp.down_proj, x)
+        if tuned is not None and tuned.get("gated"):
+            return kernels.matvec(gate_up, mlp.down_proj.weight, **tuned)
+        return self._linear(mlp.down_proj, self.silu_mul(*gate_up.chunk(2, dim=-1)))
 
     def _attend(self, layer: int, q: torch.Tensor, batch: Batch, gather) -> torch.Tensor:
         if self.attention == "flash":

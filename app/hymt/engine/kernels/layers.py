@@ -4,8 +4,7 @@
   the KV arena at their rows (quantized to int8 with their per token and head scale on the INT8 tier), in one
   kernel. In torch that is two compiled kernels and two index copies (six more kernels for INT8).
 - `add_rms_norm`: the residual sum and the next RMSNorm in one pass over the row (torch.compile's kernel for it,
-  compiled for any number of rows, took 2.7 us a call on the H200, 63 calls a step); at one row it can add up a
-  split matvec's float32 parts first (matvec's role "parts"), so that they need no kernel of their own.
+  compiled for any number of rows, took 2.7 us a call on the H200, 63 calls a step).
 """
 
 from __future__ import annotations
@@ -88,19 +87,13 @@ if AVAILABLE:
 
     @triton.jit
     def _add_rms_norm(Hidden, Delta, Weight, Normed, eps, stride_hidden, stride_delta, stride_normed,
-                      N: tl.constexpr, BLOCK: tl.constexpr, PARTS: tl.constexpr, PDL: tl.constexpr):
+                      N: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
         wait_for_inputs(PDL)
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
         inside = cols < N
         hidden = tl.load(Hidden + row * stride_hidden + cols, mask=inside, other=0.0)
-        if PARTS:  # one row's split parts [PARTS, N], added in order and rounded as the matvec would round them
-            delta = tl.zeros([BLOCK], tl.float32)
-            for part in tl.static_range(PARTS):
-                delta += tl.load(Delta + part * stride_delta + cols, mask=inside, other=0.0)
-            hidden = hidden + delta.to(hidden.dtype)
-        else:
-            hidden = hidden + tl.load(Delta + row * stride_delta + cols, mask=inside, other=0.0)
+        hidden = hidden + tl.load(Delta + row * stride_delta + cols, mask=inside, other=0.0)
         tl.store(Hidden + row * stride_hidden + cols, hidden, mask=inside)
         x = hidden.to(tl.float32)
         inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
@@ -128,16 +121,12 @@ def rope_norm_store(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torc
     return out
 
 
-def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float, parts: bool = False,
+def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """model.add_rms_norm with the sum written into `hidden` [T, hidden_size] in place: (hidden, its RMSNorm).
-    parts: delta is one row's float32 parts [splits, hidden_size] (a matvec's role "parts"), added up first."""
-    if parts and hidden.shape[0] != 1:
-        raise ValueError(f"add_rms_norm: parts of one row for {hidden.shape[0]} rows")
+    """model.add_rms_norm with the sum written into `hidden` [T, hidden_size] in place: (hidden, its RMSNorm)."""
     normed = torch.empty_like(hidden)
     size = hidden.shape[1]
     block = triton.next_power_of_2(size)
     common.launch(_add_rms_norm, (hidden.shape[0],), hidden, delta, weight, normed, eps, hidden.stride(0),
-                  delta.stride(0), normed.stride(0), N=size, BLOCK=block, PARTS=delta.shape[0] if parts else 0,
-                  num_warps=max(1, min(16, block // 512)))
+                  delta.stride(0), normed.stride(0), N=size, BLOCK=block, num_warps=max(1, min(16, block // 512)))
     return hidden, normed

@@ -1,9 +1,7 @@
 """`matvec`: a 16-bit linear layer at one row (one user decoding), where it beats cuBLAS for the layer's shape on
-this GPU (timed at start-up inside a CUDA graph, as decoding runs it: `tune_matvec`). Two roles save a kernel each:
-- `swiglu`: the MLP's fused gate/up projection gives SiLU(gate) * up itself (each program reads the same rows of
-  both halves), where cuBLAS's output needs an element-wise kernel of its own before the down projection;
-- `parts`: a layer whose output goes straight into the residual add and RMSNorm (o and down) leaves K's split parts
-  in float32 for that kernel to add up, where cuBLAS's split-K needs a reduction kernel of its own.
+this GPU (timed at start-up inside a CUDA graph, as decoding runs it: `tune_matvec`). cuBLAS splits the narrow
+layers and reduces in a second kernel. For the MLP's down projection the kernel can take the gate/up output as it
+comes from its matmul and apply SiLU(gate) * up while it reads it (`gated`): one kernel fewer per layer.
 """
 
 from __future__ import annotations
@@ -25,8 +23,20 @@ if AVAILABLE:
     from .common import wait_for_inputs
 
     @triton.jit
-    def _matvec(X, W, Y, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLITS: tl.constexpr,
-                SWIGLU: tl.constexpr, PDL: tl.constexpr):
+    def _row_input(X, K, cols, hi, GATED: tl.constexpr):
+        """The input row's values at `cols` in float32; gated: SiLU(gate) * up, each rounded to the input's dtype
+        as torch's F.silu(gate) * up is."""
+        inside = cols < hi
+        if GATED:
+            up = tl.load(X + K + cols, mask=inside, other=0.0)
+            gate = tl.load(X + cols, mask=inside, other=0.0).to(tl.float32)
+            return ((gate * tl.sigmoid(gate)).to(up.dtype) * up).to(tl.float32)
+        else:
+            return tl.load(X + cols, mask=inside, other=0.0).to(tl.float32)
+
+    @triton.jit
+    def _matvec(X, W, Y, Parts, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                SPLITS: tl.constexpr, GATED: tl.constexpr, PDL: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         inside = rows < N
@@ -34,34 +44,19 @@ if AVAILABLE:
         lo = tl.program_id(1) * chunk
         hi = tl.minimum(lo + chunk, K)
         weights = W + rows[:, None].to(tl.int64) * stride_w
-        ups = weights + N.to(tl.int64) * stride_w  # swiglu: the up half's rows, N below the gate's
         # The first tile of weights is read before the wait: no kernel writes weights, so under PDL this read
         # overlaps the end of the kernel before.
-        mask = inside[:, None] & ((lo + cols) < hi)[None, :]
-        w = tl.load(weights + (lo + cols)[None, :], mask=mask, other=0.0)
-        if SWIGLU:
-            u = tl.load(ups + (lo + cols)[None, :], mask=mask, other=0.0)
+        w = tl.load(weights + (lo + cols)[None, :], mask=inside[:, None] & ((lo + cols) < hi)[None, :], other=0.0)
         wait_for_inputs(PDL)
-        x = tl.load(X + lo + cols, mask=(lo + cols) < hi, other=0.0).to(tl.float32)[None, :]
-        acc = w.to(tl.float32) * x
-        acc_up = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
-        if SWIGLU:
-            acc_up += u.to(tl.float32) * x
+        acc = w.to(tl.float32) * _row_input(X, K, lo + cols, hi, GATED)[None, :]
         for first in range(lo + BLOCK_K, hi, BLOCK_K):
-            mask = inside[:, None] & ((first + cols) < hi)[None, :]
-            x = tl.load(X + first + cols, mask=(first + cols) < hi, other=0.0).to(tl.float32)[None, :]
-            acc += tl.load(weights + (first + cols)[None, :], mask=mask, other=0.0).to(tl.float32) * x
-            if SWIGLU:
-                acc_up += tl.load(ups + (first + cols)[None, :], mask=mask, other=0.0).to(tl.float32) * x
-        if SWIGLU:  # rounded as torch's F.silu(gate) * up on the projection's 16-bit output
-            gate = tl.sum(acc, axis=1).to(Y.dtype.element_ty).to(tl.float32)
-            up = tl.sum(acc_up, axis=1).to(Y.dtype.element_ty).to(tl.float32)
-            silu = (gate * tl.sigmoid(gate)).to(Y.dtype.element_ty).to(tl.float32)
-            tl.store(Y + rows, (silu * up).to(Y.dtype.element_ty), mask=inside)
-        elif SPLITS == 1:
+            w = tl.load(weights + (first + cols)[None, :], mask=inside[:, None] & ((first + cols) < hi)[None, :],
+                        other=0.0)
+            acc += w.to(tl.float32) * _row_input(X, K, first + cols, hi, GATED)[None, :]
+        if SPLITS == 1:
             tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
-        else:  # each part of K its own float32 row of partial sums, for _sum_parts or the residual norm to add up
-            tl.store(Y + tl.program_id(1) * N + rows, tl.sum(acc, axis=1), mask=inside)
+        else:  # each part of K its own row of partial sums, added up by _sum_parts
+            tl.store(Parts + tl.program_id(1) * N + rows, tl.sum(acc, axis=1), mask=inside)
 
     @triton.jit
     def _sum_parts(Parts, Y, N, SPLITS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
@@ -75,31 +70,22 @@ if AVAILABLE:
 
 
 def matvec(x: torch.Tensor, weight: torch.Tensor, block_n: int = 8, block_k: int = 512, num_warps: int = 4,
-           num_stages: int = 3, splits: int = 1, role: str = "plain") -> torch.Tensor:
-    """x [1, K] @ weight [N, K].T in 16 bits: one row, each program a few of the weight's rows read once, over all
-    of K, or over one of `splits` parts of it (for narrow layers, whose rows alone give too few programs).
-    role "plain": [1, N], the parts added by a second kernel; "parts": the parts themselves, float32 [splits, N],
-    for kernels.add_rms_norm to add up; "swiglu": weight is gate and up stacked [2I, K], the result SiLU(gate) * up
-    [1, I] (K whole)."""
+           num_stages: int = 3, splits: int = 1, gated: bool = False) -> torch.Tensor:
+    """x [1, K] @ weight [N, K].T in 16 bits (gated: x [1, 2K], gate then up, and SiLU(gate) * up @ weight.T): one
+    row, each program a few of the weight's rows read once, over all of K, or over one of `splits` parts of it
+    (then a second kernel adds the parts: for narrow layers, whose rows alone give too few programs)."""
     n, k = weight.shape
-    if x.shape[-1] != k or role not in ROLES or (role == "swiglu" and (n % 2 or splits != 1)):
-        raise ValueError(f"matvec: an input of {x.shape[-1]} for a weight of {n}x{k} as {role!r} in {splits} parts")
-    if role == "swiglu":
-        n //= 2
-    if role == "parts" or splits > 1:
-        out = torch.empty((splits, n), dtype=torch.float32, device=x.device)
-    else:
-        out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    common.launch(_matvec, (triton.cdiv(n, block_n), splits), x, weight, out, n, k, weight.stride(0),
-                  BLOCK_N=block_n, BLOCK_K=block_k, SPLITS=splits, SWIGLU=role == "swiglu", num_warps=num_warps,
+    if x.shape[-1] != (2 * k if gated else k):
+        raise ValueError(f"matvec: an input of {x.shape[-1]} for a weight of {k} columns (gated: {gated})")
+    out = torch.empty((1, n), dtype=x.dtype, device=x.device)
+    parts = torch.empty((splits, n), dtype=torch.float32, device=x.device) if splits > 1 else out
+    common.launch(_matvec, (triton.cdiv(n, block_n), splits), x, weight, out, parts, n, k, weight.stride(0),
+                  BLOCK_N=block_n, BLOCK_K=block_k, SPLITS=splits, GATED=gated, num_warps=num_warps,
                   num_stages=num_stages)
-    if splits > 1 and role == "plain":
-        parts, out = out, torch.empty((1, n), dtype=x.dtype, device=x.device)
+    if splits > 1:
         common.launch(_sum_parts, (triton.cdiv(n, 1024),), parts, out, n, SPLITS=splits, BLOCK=1024)
     return out
 
-
-ROLES = ("plain", "parts", "swiglu")
 
 # (block_n, block_k, num_warps, num_stages, splits) tried for each weight shape at start-up (tune_matvec).
 MATVEC_CONFIGS = ((2, 1024, 4, 3, 1), (4, 512, 4, 3, 1), (4, 1024, 8, 3, 1), (8, 256, 4, 4, 1), (8, 512, 4, 3, 1),
@@ -132,46 +118,34 @@ def _graph_time(group: list[torch.Tensor], call: Callable[[torch.Tensor], object
 
 
 @torch.inference_mode()
-def tune_matvec(weights: list[torch.Tensor], roles: dict[tuple[int, int], str] | None = None,
+def tune_matvec(weights: list[torch.Tensor], gated: frozenset[tuple[int, int]] = frozenset(),
                 activation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                 keep_all: bool = False) -> dict[tuple[int, int], tuple[dict, float, float]]:
-    """Per weight shape: the fastest matvec configuration on this GPU (its `role` among its settings) where it
-    beats cuBLAS at one row, with both times (us a call). `roles` names the shapes that are not plain: "swiglu",
-    a fused gate/up projection, timed against cuBLAS followed by `activation(gate, up)` (the model's SiLU kernel);
-    "parts", one whose output goes into the residual norm, its split configurations timed without the addition
-    their parts then need no kernel for. Shapes where cuBLAS is as fast are left out (kept with `keep_all`, for
-    bench/matvec.py); so is a configuration that cannot run on this GPU (its shared memory, say)."""
+    """Per weight shape: the fastest matvec configuration on this GPU where it beats cuBLAS at one row, with both
+    times (us a call). A shape in `gated` is a down projection: the gated matvec against `activation(gate, up)`
+    (the model's SiLU kernel) and cuBLAS, its configuration marked `gated`. Shapes where cuBLAS is as fast are
+    left out (kept with `keep_all`, for bench/matvec.py)."""
     by_shape: dict[tuple[int, int], list[torch.Tensor]] = {}
     for weight in weights:
         by_shape.setdefault(tuple(weight.shape), []).append(weight)
     chosen = {}
     for shape, group in by_shape.items():
-        role = (roles or {}).get(shape, "plain")
-        if role == "swiglu" and activation is None:
-            role = "plain"
-        x = torch.randn(1, shape[1], dtype=group[0].dtype, device=group[0].device)
-        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c), role=role)
-                   for c in MATVEC_CONFIGS if role != "swiglu" or c[4] == 1]
+        is_gated = shape in gated and activation is not None
+        x = torch.randn(1, shape[1] * (2 if is_gated else 1), dtype=group[0].dtype, device=group[0].device)
+        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c), **(
+            {"gated": True} if is_gated else {})) for c in MATVEC_CONFIGS]
         try:
-            if role == "swiglu":
-                cublas = _graph_time(group, lambda w: activation(*torch.nn.functional.linear(x, w).chunk(2, -1)))
+            if is_gated:
+                cublas = _graph_time(group, lambda w: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
             else:
                 cublas = _graph_time(group, lambda w: torch.nn.functional.linear(x, w))
+            times = [_graph_time(group, lambda w, o=o: matvec(x, w, **o)) for o in options]
         except torch.OutOfMemoryError:
             raise
         except Exception:  # noqa: BLE001 - the matvec is a speed-up: cuBLAS serves where it cannot be timed
-            log.exception("timing cuBLAS for %s failed; it serves the shape untimed", shape)
+            log.exception("timing the one-row matvec for %s failed; cuBLAS serves it", shape)
             continue
-        times = []
-        for option in options:
-            try:
-                times.append(_graph_time(group, lambda w, o=option: matvec(x, w, **o)))
-            except torch.OutOfMemoryError:
-                raise
-            except Exception as error:  # noqa: BLE001 - one configuration too large for this GPU, say
-                log.info("matvec %s for %s cannot run here: %s", option, shape, error)
-                times.append(float("inf"))
         fastest = min(range(len(options)), key=times.__getitem__)
-        if times[fastest] < float("inf") and (keep_all or times[fastest] < 0.97 * cublas):
+        if keep_all or times[fastest] < 0.97 * cublas:
             chosen[shape] = (options[fastest], round(times[fastest], 2), round(cublas, 2))
     return chosen
