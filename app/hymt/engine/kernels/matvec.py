@@ -124,7 +124,9 @@ def tune_matvec(weights: list[torch.Tensor], gated: frozenset[tuple[int, int]] =
     """Per weight shape: the fastest matvec configuration on this GPU where it beats cuBLAS at one row, with both
     times (us a call). A shape in `gated` is a down projection: the gated matvec against `activation(gate, up)`
     (the model's SiLU kernel) and cuBLAS, its configuration marked `gated`. Shapes where cuBLAS is as fast are
-    left out (kept with `keep_all`, for bench/matvec.py)."""
+    left out (kept with `keep_all`, for bench/matvec.py). No margin for cuBLAS: in the step the matvec's first
+    weight tile is read while the kernel before finishes (PDL), which cuBLAS's kernels do not do, so a near tie
+    is a gain there (gate/up at 54.7 us against cuBLAS's 56.2: the bf16 step 0.13 ms shorter)."""
     by_shape: dict[tuple[int, int], list[torch.Tensor]] = {}
     for weight in weights:
         by_shape.setdefault(tuple(weight.shape), []).append(weight)
@@ -146,6 +148,6 @@ def tune_matvec(weights: list[torch.Tensor], gated: frozenset[tuple[int, int]] =
             log.exception("timing the one-row matvec for %s failed; cuBLAS serves it", shape)
             continue
         fastest = min(range(len(options)), key=times.__getitem__)
-        if keep_all or times[fastest] < 0.97 * cublas:
+        if keep_all or times[fastest] < cublas:
             chosen[shape] = (options[fastest], round(times[fastest], 2), round(cublas, 2))
     return chosen
