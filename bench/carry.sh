@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What the standard benchmark needs on the GPU machine, which reaches no registry: the wheels hymt imports that its
-# image lacks (in .whl/) and llama.cpp's binaries and converter (in .llama/), 61 MB together, under the 64 MiB a
-# device call carries. transformers is cut to the model code hymt loads (13 MB to 2 MB) and bitsandbytes to its
-# CUDA 13 library (43 MB to 3.6 MB); srt and gemlite come as sources only and are built here. torchao and gemlite
-# serve bench/kernels.py's comparison only.
+# image lacks (in .whl/) and llama.cpp's binaries and converter (in .llama/), 59 MB together, under the 64 MiB a
+# device call carries with the working tree. transformers is cut to the model code hymt loads (13 MB to 2 MB) and
+# bitsandbytes to its CUDA 13 library (43 MB to 3.6 MB); srt and gemlite come as sources only and are built here.
+# gemlite serves bench/kernels.py's comparison only, and torchao too, carried only with KERNELS=1 (3.4 MB that,
+# beside llama.cpp's files, takes the call over its limit).
 #
 #   bash bench/carry.sh                 # then: device run with carry [".whl", ".llama"] (see bench/README.md)
 set -euo pipefail
@@ -19,7 +20,7 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
   -d .whl transformers==5.23.0 bitsandbytes==0.50.2 humming-kernels==0.1.19 starlette==1.10.0 uvicorn==0.54.0 \
   python-multipart==0.0.34 sentencex==1.0.32 py3langid==0.4.0 hanzidentifier==1.3.0 webvtt-py==0.6.0 \
   python-docx==1.2.0 python-pptx==1.0.2 openpyxl==3.1.5 et-xmlfile==2.0.0 polib==1.2.0 ebooklib==0.20 \
-  zhon==2.1.1 xlsxwriter==3.3.1 torchao==0.18.0
+  zhon==2.1.1 xlsxwriter==3.3.1 ${KERNELS:+torchao==0.18.0}
 $py -m pip wheel -q --no-deps -w .whl srt==3.5.3 gemlite==0.6.0.post2
 
 work=$(mktemp -d)
