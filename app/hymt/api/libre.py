@@ -16,7 +16,8 @@ from ..languages import LANGUAGES, Language
 from ..prompts import Sampling
 from . import parsing
 from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
-from .service import Service, run_to_end
+from .bridge import run_to_end
+from .service import Service
 
 
 def _service(request: Request) -> Service:

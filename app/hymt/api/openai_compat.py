@@ -21,7 +21,8 @@ from ..prompts import Sampling
 from . import parsing
 from .libre import detect_sources
 from .page import SSE_HEADERS
-from .service import Service, events_until_done, run_to_end, submit
+from .bridge import events_until_done, run_to_end, submit
+from .service import Service
 
 MODEL_NAME = "hunyuan-mt"
 MIN_TEMPERATURE = 0.01

@@ -15,8 +15,8 @@ from ..planner.gpu import GIB
 from ..prompts import Sampling
 from . import parsing
 from .libre import detected_json, detect_sources
-from .service import (Service, candidates_done, events_until_done, queue_candidates, run_to_end, submit,
-                      submit_fusion)
+from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
+from .service import Service
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
