@@ -1,6 +1,7 @@
 """The bridge between async handlers and engine jobs: a job queued off the event loop, its events delivered on an
 asyncio queue as the engine's text worker sends them, and the job cancelled when its client leaves (`request`
-None: nobody can leave). Plain translations, and quality "best" (candidates, then their fusion)."""
+None: nobody can leave, as in the CLI). Plain translations, quality "best" (candidates, then their fusion), and a
+document's texts in parts that fit the queue."""
 
 from __future__ import annotations
 
@@ -13,12 +14,19 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..engine.jobs import Event, Job, Options
+from ..errors import Cancelled, Overloaded
 from ..languages import Language
 from ..planner.fusion import best_segment_tokens
 from ..prompts import CANDIDATE_SAMPLINGS, Sampling
 from .service import Service
 
 log = logging.getLogger("hymt.bridge")
+
+# A document's part of one text may wait this long for room in a full queue before the document fails with the
+# queue's error; it asks again every RETRY_S.
+MAX_QUEUE_WAIT_S = 120.0
+RETRY_S = 0.5
+
 
 def _listener(events: "asyncio.Queue[Event]") -> Callable[[Event], None]:
     loop = asyncio.get_running_loop()
@@ -137,3 +145,41 @@ async def finished(job: Job, events: "asyncio.Queue[Event]", request: Request | 
         raise job.error
     return job
 
+
+async def translate_parts(service: Service, texts: list[str], source: Language | None, target: Language,
+                          sampling: Sampling, request: Request | None,
+                          on_text: Callable[[int, str], None] | None = None) -> list[str]:
+    """A document's marked texts translated in parts that fit the queue: a long document is not refused for being
+    longer than the queue, and other requests keep their turn between its parts. A full queue halves the part,
+    down to one text, which then waits for room. on_text(index, translation) as each text is done."""
+    results: list[str] = []
+    part_size = max(1, service.settings.max_queue_segments // 4)
+    waited = 0.0
+    while len(results) < len(texts):
+        base = len(results)
+        part = texts[base:base + part_size]
+        try:
+            job, events = await submit(service, [(t, source) for t in part], target, sampling,
+                                       options=Options(formatted=True))
+        except Overloaded:
+            if part_size > 1:
+                part_size = max(1, part_size // 2)
+            elif waited >= MAX_QUEUE_WAIT_S:
+                raise
+            elif request is not None and await request.is_disconnected():
+                raise Cancelled("the request was cancelled") from None
+            else:
+                await asyncio.sleep(RETRY_S)
+                waited += RETRY_S
+            continue
+        told: set[int] = set()
+        async for event in events_until_done(job, events, request):
+            if event.kind == "segment" and on_text is not None:
+                d = job.refs[event.index][0]
+                if d not in told and all(r is not None for (doc, _), r in zip(job.refs, job.results) if doc == d):
+                    told.add(d)
+                    on_text(base + d, job.texts()[d])
+        if job.error is not None:
+            raise job.error
+        results.extend(job.texts())
+    return results

@@ -9,12 +9,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import documents
-from ..documents import html as html_documents
 from ..detect import Detection, detect
 from ..errors import BadRequest
 from ..languages import LANGUAGES, Language
 from ..prompts import Sampling
-from . import parsing
+from . import parsing, pipeline
 from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
 from .bridge import run_to_end
 from .service import Service
@@ -58,11 +57,7 @@ async def translate(request: Request) -> JSONResponse:
     sources, detections = await run_in_threadpool(detect_sources, texts, source)
 
     if fmt == "html":
-        # A real HTML parser; each sentence with its inline tags as markers is one segment.
-        def read() -> list[documents.Prepared]:
-            return [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
-
-        docs = read()
+        docs = await pipeline.read_fragments(texts, target)
         items = [(text, src) for doc, src in zip(docs, sources) for text in doc.texts]
         options = replace(options, formatted=True)
     else:
@@ -76,15 +71,9 @@ async def translate(request: Request) -> JSONResponse:
 
     fallbacks = None
     if fmt == "html":
-        # Each candidate is written back into its own copy of the fragments.
-        candidates, fallbacks_of = [], []
-        for n, job in enumerate(jobs or [None]):
-            finished, flat, pos = [], job.texts() if job else [], 0
-            for doc in docs if n == 0 else read():
-                finished.append(documents.finish(doc, flat[pos:pos + len(doc.texts)]))
-                pos += len(doc.texts)
-            candidates.append([r.data for r in finished])
-            fallbacks_of.append([r.markup_fallbacks for r in finished])
+        written = await pipeline.write_fragments(texts, target, docs, jobs)
+        candidates = [[r.data for r in results] for results in written]
+        fallbacks_of = [[r.markup_fallbacks for r in results] for results in written]
     else:
         candidates = [job.texts() for job in jobs]
     # Per text: the candidates' distinct translations, best first.
