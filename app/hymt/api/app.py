@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import HymtError
 from ..planner.decision import Decision
 from ..settings import Settings
-from . import files, libre, openai_compat, page
+from . import files, health, libre, openai_compat, page
 from .failures import http_error, hymt_error, unexpected_error
 from .metrics import Metrics
 from .openapi import build_spec
@@ -39,7 +39,7 @@ ROUTES = [
     Route("/", page.index),
     Route("/docs", page.docs),
     Route("/openapi.json", openapi),
-    Route("/health", page.health),
+    Route("/health", health.health),
     Route("/metrics", metrics),
     Route("/translate", libre.translate, methods=["POST"]),
     Route("/detect", libre.detect_language, methods=["POST"]),

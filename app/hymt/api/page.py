@@ -1,9 +1,8 @@
-"""The web page's own endpoint (with Server-Sent Events), health, and the static page itself."""
+"""The web page's own endpoint (with Server-Sent Events), and the static page itself."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
@@ -11,7 +10,6 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
 from ..errors import HymtError
-from ..planner.gpu import GIB
 from ..prompts import Sampling
 from . import parsing
 from .libre import detected_json, detect_sources
@@ -93,52 +91,6 @@ async def _best_stream(service: Service, request: Request, queued, sampling, det
             yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
         elif event.kind == "done":
             yield sse("done", _result(job, detected, "best"))
-
-
-async def health(request: Request) -> JSONResponse:
-    service: Service = request.app.state.service
-    status = service.status()
-    used, total = service.gpu_memory()
-    engine = service.engine
-    decision = service.decision
-    body = {
-        "status": status,
-        "phase": service.phase,
-        "gpu_memory_used_gb": used,
-        "gpu_memory_total_gb": total,
-        "gpu": decision.gpu["name"] if decision.gpu else None,
-        "profile": decision.profile,
-        "weights": decision.weights,
-        "kv_cache": decision.kv_cache,
-        "kv_cache_tokens": decision.kv_cache_tokens,
-        "kv_cache_gb": round(decision.kv_cache_bytes / GIB, 3),
-        "max_in_flight": engine.scheduler.max_in_flight if engine else decision.max_in_flight,
-        "attention": engine.attention if engine else None,
-        "model": service.settings.model,
-        "model_family": engine.identified.to_json() if engine else None,
-        "quality": service.quality_json(),
-        "context": service.settings.context and bool(engine and engine.family.context),
-        "glossaries": engine.glossaries.status() if engine and engine.glossaries else None,
-        "queue_depth": engine.queue_depth if engine else 0,
-        "in_flight": engine.in_flight if engine else 0,
-        "kv_cache_used_tokens": engine.kv_used_tokens if engine else 0,
-        "queue_limit": service.settings.max_queue_segments,
-        "oom_recoveries": engine.runner.stats.oom_events if engine else 0,
-        "startup": _startup(engine.startup) if engine else None,
-        "uptime_s": round(time.monotonic() - service.started_at, 1),
-        "decision_reason": decision.reason,
-    }
-    if decision.gpu is None:
-        body["note"] = "no GPU: CPU profile, gpu_memory_used_gb is 0"
-    if service.load_error:
-        body["error"] = service.load_error
-    return JSONResponse(body, status_code=200 if status in ("healthy", "degraded") else 503)
-
-
-def _startup(startup) -> dict:
-    return {"total_s": round(startup.total_s, 2), "load_s": round(startup.load_s, 2),
-            "graphs_s": round(startup.graphs_s, 2), "warmup_s": startup.warmup.get("seconds"),
-            "steps": startup.steps}
 
 
 async def index(request: Request) -> FileResponse:
