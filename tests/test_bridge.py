@@ -88,11 +88,8 @@ def test_a_consumer_that_leaves_stops_the_document(service, engine):
     assert engine.runner.stats.segments - before < 300
 
 
-def test_html_fragments_are_read_and_written_off_the_event_loop(engine, monkeypatch):
-    from starlette.testclient import TestClient
-
+def test_html_fragments_are_read_and_written_off_the_event_loop(in_process, monkeypatch):
     from hymt import documents
-    from hymt.api.app import create_app
     from hymt.documents import html
 
     on_loop = []
@@ -109,13 +106,7 @@ def test_html_fragments_are_read_and_written_off_the_event_loop(engine, monkeypa
 
     monkeypatch.setattr(html, "read_fragment", watched(html.read_fragment))
     monkeypatch.setattr(documents, "finish", watched(documents.finish))
-    monkeypatch.setattr(engine, "stop", lambda: None)  # the session's engine outlives this app
-    app = create_app(engine.settings, engine.decision, engine_factory=lambda settings, decision, on_phase: engine)
-    with TestClient(app) as client:
-        deadline = time.monotonic() + 30
-        while client.get("/health").status_code != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        response = client.post("/translate", json={"q": "<p>Hello <b>world</b>.</p>", "source": "en",
+    response = in_process.post("/translate", json={"q": "<p>Hello <b>world</b>.</p>", "source": "en",
                                                    "target": "de", "format": "html"})
     assert response.status_code == 200 and response.json()["translatedText"].startswith("<p>")
     assert on_loop == []

@@ -18,12 +18,11 @@ from pathlib import Path
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 
 from .. import documents
 from ..errors import BadRequest, HymtError
-from . import parsing, pipeline
-from .page import SSE_HEADERS, sse
+from . import parsing, pipeline, sse
 from .service import Service
 
 _ID = re.compile(r"[0-9a-f]{32}")
@@ -63,7 +62,9 @@ class FileStore:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-async def _open(request: Request, service: Service) -> pipeline.Upload:
+async def _open(request: Request) -> tuple[Service, pipeline.Upload]:
+    service: Service = request.app.state.service
+    service.ready_engine()
     settings = service.settings
     data = await parsing.read_request(request, settings, service.limits, limit=settings.max_file_bytes)
     upload = data.get("file")
@@ -74,7 +75,7 @@ async def _open(request: Request, service: Service) -> pipeline.Upload:
     content = await upload.read()
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
-    return await pipeline.open_upload(settings, ext, upload.filename or "", content, source, target)
+    return service, await pipeline.open_upload(settings, ext, upload.filename or "", content, source, target)
 
 
 async def _store(request: Request, upload: pipeline.Upload, result: documents.Result) -> dict:
@@ -86,30 +87,23 @@ async def _store(request: Request, upload: pipeline.Upload, result: documents.Re
 
 async def translate_file(request: Request) -> JSONResponse:
     """LibreTranslate's file call: the whole file translated, then its download URL."""
-    service: Service = request.app.state.service
-    service.ready_engine()
-    upload = await _open(request, service)
+    service, upload = await _open(request)
     return JSONResponse(await _store(request, upload, await pipeline.translate(service, upload, request)))
 
 
 async def translate_file_stream(request: Request) -> Response:
     """The page's file call: progress as Server-Sent Events, then the download URL."""
-    service: Service = request.app.state.service
-    service.ready_engine()
-    upload = await _open(request, service)
+    service, upload = await _open(request)
 
     async def stream():
-        yield sse("start", {"segments": len(upload.prepared.texts), "name": upload.name})
-        try:
-            async for step in pipeline.translate_with_progress(service, upload, request):
-                if isinstance(step, documents.Result):
-                    yield sse("done", await _store(request, upload, step))
-                else:
-                    yield sse("progress", {"done": step[0], "total": step[1]})
-        except HymtError as exc:
-            yield sse("error", {"error": exc.message, "error_type": exc.error_type})
+        yield sse.event("start", {"segments": len(upload.prepared.texts), "name": upload.name})
+        async for step in pipeline.translate_with_progress(service, upload, request):
+            if isinstance(step, documents.Result):
+                yield sse.event("done", await _store(request, upload, step))
+            else:
+                yield sse.event("progress", {"done": step[0], "total": step[1]})
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return sse.response(request, stream())
 
 
 async def download_file(request: Request) -> Response:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 
-from ..errors import HymtError
 from ..prompts import Sampling
-from . import parsing
-from .libre import detected_json, detect_sources
+from . import parsing, sse
 from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
+from .libre import detected_json, detect_sources
 from .service import Service
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
@@ -44,53 +42,41 @@ async def translate(request: Request) -> Response:
         return JSONResponse(_result(job, detected, quality))
     if quality == "best":
         queued = await queue_candidates(service, [(text, src)], target, options)  # a full queue: 429 at once
-        return StreamingResponse(_best_stream(service, request, queued, sampling, detected),
-                                 media_type="text/event-stream", headers=SSE_HEADERS)
+        return sse.response(request, _best_stream(service, request, queued, sampling, detected))
 
     job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
 
     async def stream():
-        yield sse("start", {"segments": job.num_segments, "detectedLanguage": detected})
+        yield sse.event("start", {"segments": job.num_segments, "detectedLanguage": detected})
         async for event in events_until_done(job, events, request):
             if event.kind in ("token", "segment"):
                 # "token": the text so far, the segment being generated included; "progress": a segment ended.
                 (partial,) = job.settled_texts(service.engine.decode if event.kind == "token" else None)
-                yield sse("progress" if event.kind == "segment" else "token",
-                          {"done": event.num_done, "total": job.num_segments, "partial": partial})
+                yield sse.event("progress" if event.kind == "segment" else "token",
+                                {"done": event.num_done, "total": job.num_segments, "partial": partial})
             elif event.kind == "error":
-                yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
+                raise event.error
             elif event.kind == "done":
-                yield sse("done", _result(job, detected, quality))
+                yield sse.event("done", _result(job, detected, quality))
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
-
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def sse(kind: str, body: dict) -> str:
-    return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
+    return sse.response(request, stream())
 
 
 async def _best_stream(service: Service, request: Request, queued, sampling, detected):
     """Quality "best" as events: "start", "candidates" when the six are done, "progress" as each segment is
     fused (with the fused text so far), then "done" (or "error")."""
-    try:
-        yield sse("start", {"segments": queued[0][0].num_segments, "detectedLanguage": detected, "quality": "best"})
-        jobs = await candidates_done(queued, request)
-        yield sse("candidates", {"done": len(jobs), "total": len(jobs)})
-        job, events = await submit_fusion(service, jobs, sampling)
-    except HymtError as exc:
-        yield sse("error", {"error": exc.message, "error_type": exc.error_type})
-        return
+    yield sse.event("start", {"segments": queued[0][0].num_segments, "detectedLanguage": detected, "quality": "best"})
+    jobs = await candidates_done(queued, request)
+    yield sse.event("candidates", {"done": len(jobs), "total": len(jobs)})
+    job, events = await submit_fusion(service, jobs, sampling)
     async for event in events_until_done(job, events, request):
         if event.kind == "segment":
             (partial,) = job.settled_texts()
-            yield sse("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
+            yield sse.event("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
         elif event.kind == "error":
-            yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
+            raise event.error
         elif event.kind == "done":
-            yield sse("done", _result(job, detected, "best"))
+            yield sse.event("done", _result(job, detected, "best"))
 
 
 async def index(request: Request) -> FileResponse:
