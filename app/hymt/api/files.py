@@ -22,7 +22,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 
 from .. import documents
 from ..errors import BadRequest, HymtError
-from . import parsing, pipeline, sse
+from . import parsing, pipeline, preamble, sse
 from .service import Service
 
 _ID = re.compile(r"[0-9a-f]{32}")
@@ -63,10 +63,8 @@ class FileStore:
 
 
 async def _open(request: Request) -> tuple[Service, pipeline.Upload]:
-    service: Service = request.app.state.service
-    service.ready_engine()
-    settings = service.settings
-    data = await parsing.read_request(request, settings, service.limits, limit=settings.max_file_bytes)
+    settings = request.app.state.service.settings
+    service, data = await preamble.begin(request, limit=settings.max_file_bytes)
     upload = data.get("file")
     if not isinstance(upload, UploadFile):
         raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",

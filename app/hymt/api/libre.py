@@ -11,9 +11,9 @@ from starlette.responses import JSONResponse
 from .. import documents
 from ..detect import Detection, detect
 from ..errors import BadRequest
-from ..languages import LANGUAGES, Language
+from ..languages import LANGUAGES
 from ..prompts import Sampling
-from . import parsing, pipeline
+from . import parsing, pipeline, preamble
 from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
 from .bridge import run_to_end
 from .service import Service
@@ -23,14 +23,6 @@ def _service(request: Request) -> Service:
     return request.app.state.service
 
 
-def detect_sources(texts: list[str], source: Language | None) -> tuple[list[Language | None], list[Detection | None]]:
-    """Per-text source languages: the given one, or each text's detected language (None when undetectable)."""
-    if source is not None:
-        return [source] * len(texts), [None] * len(texts)
-    found = [detect(text) for text in texts]
-    return [d.language if d else None for d in found], found
-
-
 def detected_json(d: Detection | None) -> dict:
     # LibreTranslate reports confidence in percent.
     return {"language": d.language.code, "confidence": round(d.confidence * 100, 1)} if d else \
@@ -38,10 +30,8 @@ def detected_json(d: Detection | None) -> dict:
 
 
 async def translate(request: Request) -> JSONResponse:
-    service = _service(request)
-    service.ready_engine()  # 503 while loading, before any parsing or detection work
+    service, data = await preamble.begin(request)
     settings = service.settings
-    data = await parsing.read_request(request, settings, service.limits)
     texts, as_list = parsing.texts(data, "q", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
@@ -52,9 +42,7 @@ async def translate(request: Request) -> JSONResponse:
         raise BadRequest("alternatives cannot be combined with quality best (which fuses its candidates into "
                          "one translation)", error_type="invalid_value")
     sampling = Sampling(greedy=settings.greedy)
-    if quality == "best":
-        service.fusion_engine()  # 422 at once when the mode is unavailable
-    sources, detections = await run_in_threadpool(detect_sources, texts, source)
+    sources, detections = await preamble.sources(service, quality, texts, source)
 
     if fmt == "html":
         docs = await pipeline.read_fragments(texts, target)

@@ -10,15 +10,13 @@ from __future__ import annotations
 import time
 import uuid
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import BadRequest
 from ..languages import LANGUAGES, resolve
 from ..prompts import Sampling
-from . import parsing, sse
-from .libre import detect_sources
+from . import parsing, preamble, sse
 from .bridge import events_until_done, run_to_end, submit
 from .service import Service
 
@@ -99,14 +97,10 @@ def _user_text(messages, settings) -> str:
 
 
 async def chat_completions(request: Request):
-    service: Service = request.app.state.service
-    service.ready_engine()  # 503 while loading, before any parsing or detection work
-    data = await parsing.read_request(request, service.settings, service.limits, forms=False)
+    service, data = await preamble.begin(request, forms=False)
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
-    if quality == "best":
-        service.fusion_engine()  # 422 at once when the mode is unavailable
-    (src,), _ = await run_in_threadpool(detect_sources, [text], source)
+    (src,), _ = await preamble.sources(service, quality, [text], source)
     include_usage = _include_usage(data, stream)
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from ..prompts import Sampling
-from . import parsing, sse
+from . import parsing, preamble, sse
 from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
-from .libre import detected_json, detect_sources
+from .libre import detected_json
 from .service import Service
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
@@ -24,18 +23,14 @@ def _result(job, detected: dict | None, quality: str) -> dict:
 
 
 async def translate(request: Request) -> Response:
-    service: Service = request.app.state.service
-    service.ready_engine()  # 503 while loading, before any parsing or detection work
+    service, data = await preamble.begin(request, forms=False)
     settings = service.settings
-    data = await parsing.read_request(request, settings, service.limits, forms=False)
     (text,), _ = parsing.texts(data, "text", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
     options, quality = parsing.options(data, settings), parsing.quality(data)
-    if quality == "best":
-        service.fusion_engine()  # 422 at once when the mode is unavailable
-    (src,), (found,) = await run_in_threadpool(detect_sources, [text], source)
+    (src,), (found,) = await preamble.sources(service, quality, [text], source)
     detected = detected_json(found) if found else None
     if not parsing.flag(data, "stream"):
         job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
