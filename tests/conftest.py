@@ -57,3 +57,21 @@ def family_model(tmp_path_factory):
         return made[family]
 
     return make
+
+
+@pytest.fixture
+def in_process(engine, monkeypatch):
+    """A TestClient on the app around the session's engine, once it serves; the engine outlives the app."""
+    import time
+
+    from starlette.testclient import TestClient
+
+    from hymt.api.app import create_app
+
+    monkeypatch.setattr(engine, "stop", lambda: None)
+    app = create_app(engine.settings, engine.decision, engine_factory=lambda settings, decision, on_phase: engine)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        deadline = time.monotonic() + 30
+        while client.get("/health").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield client

@@ -3,6 +3,7 @@ drops them, written back, and opened again with the same library: the structure 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 
@@ -352,25 +353,6 @@ def test_docx_footnotes_translated():
     assert docx.Document(io.BytesIO(out.data)).paragraphs[0].text == "PRESS SAVE TO KEEP YOUR CHANGES."
 
 
-def test_translate_texts_reports_progress_and_stops_when_asked(engine):
-    import threading
-
-    from hymt.documents.translate import translate_texts
-    from hymt.errors import Cancelled
-    from hymt.languages import resolve
-    from hymt.prompts import Sampling
-
-    seen = []
-    texts = ["Press <s1>Save</s1>.", "Second line. With two sentences.", "Third."]
-    out = translate_texts(engine, texts, resolve("en"), resolve("de"), Sampling(greedy=True),
-                          lambda done, total: seen.append((done, total)))
-    assert len(out) == 3 and seen[-1] == (3, 3) and [d for d, _ in seen] == sorted(d for d, _ in seen)
-    stop = threading.Event()
-    stop.set()
-    with pytest.raises(Cancelled):
-        translate_texts(engine, texts, None, resolve("de"), Sampling(greedy=True), stop=stop)
-
-
 ODT_BODY = ('<text:h text:outline-level="1">Quarterly report</text:h>'
             '<text:p>Press <text:span text:style-name="B">Save</text:span> to keep <text:a xlink:href="http://a.b/">'
             'your changes</text:a>.<text:line-break/>Next<text:s text:c="2"/>line<text:note text:id="n1" '
@@ -447,25 +429,20 @@ def test_odt_markers_and_the_safe_form():
 
 
 class Scripted:
-    """A stand-in engine that builds each prompt as the engine does and answers by a rule: markers kept only when
-    the prompt is the stricter one (keep="strict"), never (keep="never"), and runs alone answered or not."""
+    """A stand-in translator that builds each prompt as the engine does and answers by a rule: markers kept only
+    when the prompt is the stricter one (keep="strict"), never (keep="never"), and runs alone answered or not."""
 
     def __init__(self, keep: str, runs_answered: bool = True):
-        from hymt.settings import Settings
-
-        self.settings = Settings(max_queue_segments=8)
         self.keep, self.runs_answered, self.prompts = keep, runs_answered, []
 
-    def submit(self, items, target, sampling, listener=None, options=None):
-        import threading
-        from types import SimpleNamespace
-
+    async def __call__(self, texts, on_text=None):
         from hymt import prompts
+        from hymt.languages import resolve
 
         answers = []
-        for text, source in items:
-            message = prompts.segment_message(HUNYUAN_MT_7B, source, target, text, [],
-                                              formatted=options.formatted and prompts.has_markers(text))
+        for text in texts:
+            message = prompts.segment_message(HUNYUAN_MT_7B, resolve("en"), resolve("de"), text, [],
+                                              formatted=prompts.has_markers(text))
             self.prompts.append(message)
             words = text.removeprefix(prompts.STRICT_MARK)
             if not prompts.has_markers(words):
@@ -474,12 +451,9 @@ class Scripted:
                 answers.append(keep_markers([words])[0])
             else:
                 answers.append(drop_markers([words])[0])
-        done = threading.Event()
-        done.set()
-        return SimpleNamespace(done=done, error=None, texts=lambda: answers)
-
-    def cancel(self, job):
-        pass
+            if on_text is not None:
+                on_text(len(answers) - 1, answers[-1])
+        return answers
 
 
 def _three_runs_docx() -> bytes:
@@ -509,13 +483,10 @@ def _formatting(data: bytes) -> tuple[list, list[str]]:
                                                      ("never", False, "safe_form")])
 def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answered, path):
     from hymt.documents.translate import translate_document
-    from hymt.languages import resolve
-    from hymt.prompts import Sampling
 
     prepared = open_document(".docx", _three_runs_docx(), "de")
     engine, seen = Scripted(keep, runs_answered), []
-    done = translate_document(engine, prepared.texts, resolve("en"), resolve("de"), Sampling(),
-                              lambda n, total: seen.append((n, total)))
+    done = asyncio.run(translate_document(prepared.texts, engine, lambda n, total: seen.append((n, total))))
     result = finish(prepared, done.texts, done.paths)
     counts = result.report()["markup_segments"]
     assert counts[path] == 1 and sum(counts.values()) == 1 and seen[-1] == (1, 1)
@@ -537,13 +508,14 @@ def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answ
 
 
 def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
-    from hymt.documents.translate import translate_document
+    from hymt.api import pipeline
+    from hymt.api.service import Service
     from hymt.languages import resolve
-    from hymt.prompts import Sampling
 
-    prepared = open_document(".docx", _three_runs_docx(), "de")
-    done = translate_document(engine, prepared.texts, resolve("en"), resolve("de"), Sampling(greedy=True))
-    result = finish(prepared, done.texts, done.paths)
+    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    upload = asyncio.run(pipeline.open_upload(service.settings, ".docx", "three.docx", _three_runs_docx(),
+                                              resolve("en"), resolve("de")))
+    result = asyncio.run(pipeline.translate(service, upload, None))
     assert result.markup_fallbacks == 0 and sum(result.paths.values()) == 1
     runs, links = _formatting(result.data)
     bold = [text for text, b, _ in runs if b]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -223,11 +224,12 @@ def _summary(output: str, segments: int, fallbacks: int) -> None:
 
 
 def _translate_document(args, settings: Settings, source, target) -> int:
-    """A document in, the same format out (NAME.LANG.EXT beside it unless -o), with a progress bar."""
+    """A document in, the same format out (NAME.LANG.EXT beside it unless -o), with a progress bar: the server's
+    own path for documents (api/pipeline.py), on an engine loaded here."""
     from tqdm import tqdm
 
-    from . import detect, documents, prompts
-    from .documents.translate import translate_texts
+    from . import documents
+    from .api import pipeline
 
     ext = documents.extension(args.input)
     try:
@@ -235,27 +237,30 @@ def _translate_document(args, settings: Settings, source, target) -> int:
             data = f.read(settings.max_file_bytes + 1)  # one byte more than the limit is enough to refuse it
     except OSError as exc:
         raise BadRequest(f"cannot read {args.input}: {exc}") from None
-    prepared = documents.open_document(ext, data, target.code, documents.Limits.of(settings))
-    texts = prepared.texts
-    if source is None and texts:
-        found = detect.detect(prepared.sample())
-        source = found.language if found else None
+    upload = asyncio.run(pipeline.open_upload(settings, ext, os.path.basename(args.input), data, source, target))
     output = _output_path(args, ext, target)
-    translations: list[str] = []
-    if texts:
-        engine = _start_engine(settings)
-        bar = tqdm(total=len(texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
+    if upload.prepared.texts:
+        service = _local_service(settings)
+        bar = tqdm(total=len(upload.prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
         try:
-            translations = translate_texts(engine, texts, source, target,
-                                           prompts.Sampling(greedy=settings.greedy),
-                                           lambda done, total: bar.update(done - bar.n))
+            result = asyncio.run(pipeline.translate(service, upload, None,
+                                                    lambda done, total: bar.update(done - bar.n)))
         finally:
             bar.close()
-            engine.stop()
-    result = documents.finish(prepared, translations)
+            service.stop_engines()
+    else:
+        result = documents.finish(upload.prepared, [])  # nothing to translate, so no model is loaded
     _write(output, result.data)
     _summary(output, result.segments, result.markup_fallbacks)
     return 0
+
+
+def _local_service(settings: Settings):
+    """The server's service around an engine loaded here, for the path documents take in the server."""
+    from .api.service import Service
+
+    engine = _start_engine(settings)
+    return Service(settings=settings, decision=engine.decision, engine=engine, phase="ready")
 
 
 def _translate_remote(args, source, target, ext: str | None) -> int:

@@ -11,7 +11,8 @@ from starlette.requests import Request
 from ..engine.jobs import Job, Options
 from ..languages import Language
 from ..prompts import CANDIDATE_SAMPLINGS
-from .service import Service, candidates_done, queue_samplings
+from .bridge import candidates_done, queue_samplings
+from .service import Service
 
 # LibreTranslate's default --alternatives-limit.
 ALTERNATIVES_LIMIT = 3

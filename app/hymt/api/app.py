@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
-import uuid
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -19,41 +17,11 @@ from starlette.staticfiles import StaticFiles
 from ..errors import HymtError
 from ..planner.decision import Decision
 from ..settings import Settings
-from . import files, libre, openai_compat, page
+from . import files, health, libre, openai_compat, page
+from .failures import http_error, hymt_error, unexpected_error
 from .metrics import Metrics
 from .openapi import build_spec
 from .service import Service
-
-log = logging.getLogger("hymt.api")
-
-
-def error_body(request: Request, message: str, error_type: str, **extra) -> dict:
-    """One error shape: {"error": message, "error_type": code}. Under /v1/ "error" is an object as OpenAI
-    clients expect ({"message", "type", "code"}); "error_type" is there in both."""
-    if request.url.path.startswith("/v1/"):
-        return {"error": {"message": message, "type": error_type, "code": error_type}, "error_type": error_type,
-                **extra}
-    return {"error": message, "error_type": error_type, **extra}
-
-
-async def hymt_error(request: Request, exc: HymtError) -> JSONResponse:
-    return JSONResponse(error_body(request, exc.message, exc.error_type), status_code=exc.status,
-                        headers=exc.headers())
-
-
-async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    # Starlette's own: unknown paths and methods, and bodies its form parser refuses (a malformed multipart).
-    kind = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed",
-            413: "too_large"}.get(exc.status_code, "http_error")
-    # The headers it gives (Allow on a 405) are kept.
-    return JSONResponse(error_body(request, str(exc.detail), kind), status_code=exc.status_code, headers=exc.headers)
-
-
-async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    error_id = uuid.uuid4().hex[:12]
-    log.exception("unexpected error %s on %s %s", error_id, request.method, request.url.path)
-    return JSONResponse(error_body(request, f"internal error (id {error_id}, see the server log)", "internal_error",
-                                   error_id=error_id), status_code=500)
 
 
 async def metrics(request: Request) -> Response:
@@ -71,7 +39,7 @@ ROUTES = [
     Route("/", page.index),
     Route("/docs", page.docs),
     Route("/openapi.json", openapi),
-    Route("/health", page.health),
+    Route("/health", health.health),
     Route("/metrics", metrics),
     Route("/translate", libre.translate, methods=["POST"]),
     Route("/detect", libre.detect_language, methods=["POST"]),

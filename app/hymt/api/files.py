@@ -7,36 +7,24 @@ format and, cleaned, the name offered for download. Each file is removed after t
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
-import logging
 import re
 import secrets
 import shutil
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 
 from .. import documents
-from ..detect import detect
-from ..documents.translate import Translated, translate_document
 from ..errors import BadRequest, HymtError
-from ..languages import Language
-from ..prompts import Sampling
-from . import parsing
-from .page import SSE_HEADERS, sse
+from . import parsing, pipeline, preamble, sse
 from .service import Service
 
-log = logging.getLogger("hymt.files")
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -74,18 +62,9 @@ class FileStore:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-@dataclass
-class _Upload:
-    ext: str
-    name: str
-    prepared: documents.Prepared
-    source: Language | None
-    target: Language
-
-
-async def _read_upload(request: Request, service: Service) -> _Upload:
-    settings = service.settings
-    data = await parsing.read_request(request, settings, service.limits, limit=settings.max_file_bytes)
+async def _open(request: Request) -> tuple[Service, pipeline.Upload]:
+    settings = request.app.state.service.settings
+    service, data = await preamble.begin(request, limit=settings.max_file_bytes)
     upload = data.get("file")
     if not isinstance(upload, UploadFile):
         raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",
@@ -94,78 +73,35 @@ async def _read_upload(request: Request, service: Service) -> _Upload:
     content = await upload.read()
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
-    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code,
-                                       documents.Limits.of(settings))
-    if source is None and prepared.texts:
-        found = await run_in_threadpool(detect, prepared.sample())
-        source = found.language if found else None
-    return _Upload(ext, documents.download_name(upload.filename or "", ext, target.code), prepared, source, target)
+    return service, await pipeline.open_upload(settings, ext, upload.filename or "", content, source, target)
 
 
-async def _store(request: Request, upload: _Upload, translated: Translated) -> dict:
-    result = await run_in_threadpool(documents.finish, upload.prepared, translated.texts, translated.paths)
+async def _store(request: Request, upload: pipeline.Upload, result: documents.Result) -> dict:
     store: FileStore = request.app.state.files
     file_id = await run_in_threadpool(store.put, result.data, upload.name, documents.media_type(upload.ext))
     url = str(request.url_for("download_file", file_id=file_id, name=upload.name))
     return {"translatedFileUrl": url, "name": upload.name, **result.report()}
 
 
-async def _translate(request: Request, service: Service,
-                     upload: _Upload) -> AsyncIterator[tuple[int, int] | Translated]:
-    """Progress as (done, total) document segments, then the translations. A client that leaves has the
-    translation stopped."""
-    engine, texts = service.ready_engine(), upload.prepared.texts
-    loop = asyncio.get_running_loop()
-    progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
-    stop = threading.Event()
-    work = loop.run_in_executor(None, functools.partial(
-        translate_document, engine, texts, upload.source, upload.target, Sampling(greedy=service.settings.greedy),
-        lambda done, total: loop.call_soon_threadsafe(progress.put_nowait, (done, total)), stop))
-    try:
-        while not work.done():
-            await asyncio.wait([work], timeout=0.5)
-            while not progress.empty():
-                yield progress.get_nowait()
-            if not work.done() and await request.is_disconnected():
-                log.info("client left: stopping the translation of %s", upload.name)
-                stop.set()
-        while not progress.empty():
-            yield progress.get_nowait()
-        yield work.result()
-    finally:
-        stop.set()
-
-
 async def translate_file(request: Request) -> JSONResponse:
     """LibreTranslate's file call: the whole file translated, then its download URL."""
-    service: Service = request.app.state.service
-    service.ready_engine()
-    upload = await _read_upload(request, service)
-    translated = Translated([], [])
-    async for step in _translate(request, service, upload):
-        if isinstance(step, Translated):
-            translated = step
-    return JSONResponse(await _store(request, upload, translated))
+    service, upload = await _open(request)
+    return JSONResponse(await _store(request, upload, await pipeline.translate(service, upload, request)))
 
 
 async def translate_file_stream(request: Request) -> Response:
     """The page's file call: progress as Server-Sent Events, then the download URL."""
-    service: Service = request.app.state.service
-    service.ready_engine()
-    upload = await _read_upload(request, service)
+    service, upload = await _open(request)
 
     async def stream():
-        yield sse("start", {"segments": len(upload.prepared.texts), "name": upload.name})
-        try:
-            async for step in _translate(request, service, upload):
-                if isinstance(step, Translated):
-                    yield sse("done", await _store(request, upload, step))
-                else:
-                    yield sse("progress", {"done": step[0], "total": step[1]})
-        except HymtError as exc:
-            yield sse("error", {"error": exc.message, "error_type": exc.error_type})
+        yield sse.event("start", {"segments": len(upload.prepared.texts), "name": upload.name})
+        async for step in pipeline.translate_with_progress(service, upload, request):
+            if isinstance(step, documents.Result):
+                yield sse.event("done", await _store(request, upload, step))
+            else:
+                yield sse.event("progress", {"done": step[0], "total": step[1]})
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return sse.response(request, stream())
 
 
 async def download_file(request: Request) -> Response:

@@ -9,26 +9,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import documents
-from ..documents import html as html_documents
 from ..detect import Detection, detect
 from ..errors import BadRequest
-from ..languages import LANGUAGES, Language
+from ..languages import LANGUAGES
 from ..prompts import Sampling
-from . import parsing
+from . import parsing, pipeline, preamble
 from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
-from .service import Service, run_to_end
+from .bridge import run_to_end
+from .service import Service
 
 
 def _service(request: Request) -> Service:
     return request.app.state.service
-
-
-def detect_sources(texts: list[str], source: Language | None) -> tuple[list[Language | None], list[Detection | None]]:
-    """Per-text source languages: the given one, or each text's detected language (None when undetectable)."""
-    if source is not None:
-        return [source] * len(texts), [None] * len(texts)
-    found = [detect(text) for text in texts]
-    return [d.language if d else None for d in found], found
 
 
 def detected_json(d: Detection | None) -> dict:
@@ -38,10 +30,8 @@ def detected_json(d: Detection | None) -> dict:
 
 
 async def translate(request: Request) -> JSONResponse:
-    service = _service(request)
-    service.ready_engine()  # 503 while loading, before any parsing or detection work
+    service, data = await preamble.begin(request)
     settings = service.settings
-    data = await parsing.read_request(request, settings, service.limits)
     texts, as_list = parsing.texts(data, "q", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
@@ -52,16 +42,10 @@ async def translate(request: Request) -> JSONResponse:
         raise BadRequest("alternatives cannot be combined with quality best (which fuses its candidates into "
                          "one translation)", error_type="invalid_value")
     sampling = Sampling(greedy=settings.greedy)
-    if quality == "best":
-        service.fusion_engine()  # 422 at once when the mode is unavailable
-    sources, detections = await run_in_threadpool(detect_sources, texts, source)
+    sources, detections = await preamble.sources(service, quality, texts, source)
 
     if fmt == "html":
-        # A real HTML parser; each sentence with its inline tags as markers is one segment.
-        def read() -> list[documents.Prepared]:
-            return [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
-
-        docs = read()
+        docs = await pipeline.read_fragments(texts, target)
         items = [(text, src) for doc, src in zip(docs, sources) for text in doc.texts]
         options = replace(options, formatted=True)
     else:
@@ -75,15 +59,9 @@ async def translate(request: Request) -> JSONResponse:
 
     fallbacks = None
     if fmt == "html":
-        # Each candidate is written back into its own copy of the fragments.
-        candidates, fallbacks_of = [], []
-        for n, job in enumerate(jobs or [None]):
-            finished, flat, pos = [], job.texts() if job else [], 0
-            for doc in docs if n == 0 else read():
-                finished.append(documents.finish(doc, flat[pos:pos + len(doc.texts)]))
-                pos += len(doc.texts)
-            candidates.append([r.data for r in finished])
-            fallbacks_of.append([r.markup_fallbacks for r in finished])
+        written = await pipeline.write_fragments(texts, target, docs, jobs)
+        candidates = [[r.data for r in results] for results in written]
+        fallbacks_of = [[r.markup_fallbacks for r in results] for results in written]
     else:
         candidates = [job.texts() for job in jobs]
     # Per text: the candidates' distinct translations, best first.

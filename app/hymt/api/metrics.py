@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
+from .health import snapshot
+
 
 class Metrics:
     def __init__(self, service):
@@ -24,29 +26,26 @@ class _EngineCollector:
     def collect(self):
         service = self.service
         engine = service.engine
-        yield GaugeMetricFamily("hymt_queue_depth", "Segments waiting for the engine",
-                                engine.queue_depth if engine else 0)
-        used_gb, total_gb = service.gpu_memory()
+        now = snapshot(service)
+        yield GaugeMetricFamily("hymt_queue_depth", "Segments waiting for the engine", now.queue_depth)
         yield GaugeMetricFamily("hymt_gpu_memory_used_bytes", "GPU memory held by the server process",
-                                used_gb * 2 ** 30)
+                                now.gpu_memory_used_gb * 2 ** 30)
         yield GaugeMetricFamily("hymt_gpu_memory_total_bytes", "GPU memory of the card (0 without a GPU)",
-                                (total_gb or 0) * 2 ** 30)
+                                (now.gpu_memory_total_gb or 0) * 2 ** 30)
         decision = service.decision
         info = InfoMetricFamily("hymt_profile", "The active memory profile")
         info.add_metric([], {"profile": decision.profile, "weights": decision.weights, "kv_cache": decision.kv_cache,
-                             "device": decision.device, "attention": engine.attention if engine else "starting",
+                             "device": decision.device, "attention": now.attention or "starting",
                              "phase": service.phase})
         yield info
         for name, doc, value in (
                 ("hymt_kv_cache_tokens", "Tokens the KV cache holds", decision.kv_cache_tokens),
                 ("hymt_kv_cache_bytes", "Bytes of GPU memory given to the KV cache", decision.kv_cache_bytes),
-                ("hymt_max_in_flight", "Segments decoded together at most",
-                 engine.scheduler.max_in_flight if engine else decision.max_in_flight),
-                ("hymt_in_flight", "Segments being prefilled or decoded", engine.in_flight if engine else 0),
-                ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight",
-                 engine.kv_used_tokens if engine else 0),
+                ("hymt_max_in_flight", "Segments decoded together at most", now.max_in_flight),
+                ("hymt_in_flight", "Segments being prefilled or decoded", now.in_flight),
+                ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight", now.kv_cache_used_tokens),
                 ("hymt_startup_seconds", "Seconds from start to ready: loading, compiling, graphs, warm-up",
-                 engine.startup.total_s if engine else 0),
+                 now.startup.total_s if now.startup else 0),
                 ("hymt_draining", "1 while shutting down: new requests get 503", int(service.draining))):
             yield GaugeMetricFamily(name, doc, value)
         refused = CounterMetricFamily("hymt_refused", "Requests refused at once with 429: expected wait or full queue, rate limit", labels=["reason"])
@@ -71,7 +70,7 @@ class _EngineCollector:
                                  ("hymt_tokens_out", "Tokens generated", stats.tokens_out),
                                  ("hymt_segments", "Segments translated", stats.segments),
                                  ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments",
-                                  stats.oom_events),
+                                  now.oom_recoveries),
                                  ("hymt_preemptions", "Segments requeued after out-of-memory", stats.preemptions)):
             yield CounterMetricFamily(name, doc, value)
         for kind in ("prefill", "decode"):

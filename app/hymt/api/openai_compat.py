@@ -7,21 +7,18 @@ The target language comes from the model name's suffix ("hunyuan-mt:de") or the 
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse
 
 from ..errors import BadRequest
 from ..languages import LANGUAGES, resolve
 from ..prompts import Sampling
-from . import parsing
-from .libre import detect_sources
-from .page import SSE_HEADERS
-from .service import Service, events_until_done, run_to_end, submit
+from . import parsing, preamble, sse
+from .bridge import events_until_done, run_to_end, submit
+from .service import Service
 
 MODEL_NAME = "hunyuan-mt"
 MIN_TEMPERATURE = 0.01
@@ -100,14 +97,10 @@ def _user_text(messages, settings) -> str:
 
 
 async def chat_completions(request: Request):
-    service: Service = request.app.state.service
-    service.ready_engine()  # 503 while loading, before any parsing or detection work
-    data = await parsing.read_request(request, service.settings, service.limits, forms=False)
+    service, data = await preamble.begin(request, forms=False)
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
-    if quality == "best":
-        service.fusion_engine()  # 422 at once when the mode is unavailable
-    (src,), _ = await run_in_threadpool(detect_sources, [text], source)
+    (src,), _ = await preamble.sources(service, quality, [text], source)
     include_usage = _include_usage(data, stream)
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())
@@ -117,7 +110,7 @@ async def chat_completions(request: Request):
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
         body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
                 "choices": choices, **({"usage": None} if include_usage else {}), **extra}
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+        return sse.data(body)
 
     def usage(job) -> dict:
         tokens_in = service.engine.runner.count_tokens(text)
@@ -135,8 +128,7 @@ async def chat_completions(request: Request):
         job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
         (translated,) = job.texts()
         if stream:
-            return StreamingResponse(_chunks([chunk({"role": "assistant", "content": translated})] + ending(job)),
-                                     media_type="text/event-stream", headers=SSE_HEADERS)
+            return sse.response(request, _chunks([chunk({"role": "assistant", "content": translated})] + ending(job)))
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": translated},
@@ -151,9 +143,7 @@ async def chat_completions(request: Request):
         sent = ""
         async for event in events_until_done(job, events, request):
             if event.kind == "error":
-                err = {"error": {"message": event.error.message, "type": event.error.error_type}}
-                yield f"data: {json.dumps(err)}\n\n"
-                return
+                raise event.error
             # Send what the text so far adds to what was sent. A finished segment's cleaned text can differ from
             # its raw stream (a runaway repetition cut): then nothing more is sent until they agree again.
             (done,) = job.texts() if event.kind == "done" else job.settled_texts(service.engine.decode)
@@ -163,7 +153,7 @@ async def chat_completions(request: Request):
         for line in ending(job):
             yield line
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return sse.response(request, body())
 
 
 def _include_usage(data: dict, stream: bool) -> bool:

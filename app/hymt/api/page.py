@@ -1,22 +1,17 @@
-"""The web page's own endpoint (with Server-Sent Events), health, and the static page itself."""
+"""The web page's own endpoint (with Server-Sent Events), and the static page itself."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 
-from ..errors import HymtError
-from ..planner.gpu import GIB
 from ..prompts import Sampling
-from . import parsing
-from .libre import detected_json, detect_sources
-from .service import (Service, candidates_done, events_until_done, queue_candidates, run_to_end, submit,
-                      submit_fusion)
+from . import parsing, preamble, sse
+from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
+from .libre import detected_json
+from .service import Service
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
@@ -28,117 +23,55 @@ def _result(job, detected: dict | None, quality: str) -> dict:
 
 
 async def translate(request: Request) -> Response:
-    service: Service = request.app.state.service
-    service.ready_engine()  # 503 while loading, before any parsing or detection work
+    service, data = await preamble.begin(request, forms=False)
     settings = service.settings
-    data = await parsing.read_request(request, settings, service.limits, forms=False)
     (text,), _ = parsing.texts(data, "text", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
     sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
     options, quality = parsing.options(data, settings), parsing.quality(data)
-    if quality == "best":
-        service.fusion_engine()  # 422 at once when the mode is unavailable
-    (src,), (found,) = await run_in_threadpool(detect_sources, [text], source)
+    (src,), (found,) = await preamble.sources(service, quality, [text], source)
     detected = detected_json(found) if found else None
     if not parsing.flag(data, "stream"):
         job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
         return JSONResponse(_result(job, detected, quality))
     if quality == "best":
         queued = await queue_candidates(service, [(text, src)], target, options)  # a full queue: 429 at once
-        return StreamingResponse(_best_stream(service, request, queued, sampling, detected),
-                                 media_type="text/event-stream", headers=SSE_HEADERS)
+        return sse.response(request, _best_stream(service, request, queued, sampling, detected))
 
     job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
 
     async def stream():
-        yield sse("start", {"segments": job.num_segments, "detectedLanguage": detected})
+        yield sse.event("start", {"segments": job.num_segments, "detectedLanguage": detected})
         async for event in events_until_done(job, events, request):
             if event.kind in ("token", "segment"):
                 # "token": the text so far, the segment being generated included; "progress": a segment ended.
                 (partial,) = job.settled_texts(service.engine.decode if event.kind == "token" else None)
-                yield sse("progress" if event.kind == "segment" else "token",
-                          {"done": event.num_done, "total": job.num_segments, "partial": partial})
+                yield sse.event("progress" if event.kind == "segment" else "token",
+                                {"done": event.num_done, "total": job.num_segments, "partial": partial})
             elif event.kind == "error":
-                yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
+                raise event.error
             elif event.kind == "done":
-                yield sse("done", _result(job, detected, quality))
+                yield sse.event("done", _result(job, detected, quality))
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
-
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def sse(kind: str, body: dict) -> str:
-    return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
+    return sse.response(request, stream())
 
 
 async def _best_stream(service: Service, request: Request, queued, sampling, detected):
     """Quality "best" as events: "start", "candidates" when the six are done, "progress" as each segment is
     fused (with the fused text so far), then "done" (or "error")."""
-    try:
-        yield sse("start", {"segments": queued[0][0].num_segments, "detectedLanguage": detected, "quality": "best"})
-        jobs = await candidates_done(queued, request)
-        yield sse("candidates", {"done": len(jobs), "total": len(jobs)})
-        job, events = await submit_fusion(service, jobs, sampling)
-    except HymtError as exc:
-        yield sse("error", {"error": exc.message, "error_type": exc.error_type})
-        return
+    yield sse.event("start", {"segments": queued[0][0].num_segments, "detectedLanguage": detected, "quality": "best"})
+    jobs = await candidates_done(queued, request)
+    yield sse.event("candidates", {"done": len(jobs), "total": len(jobs)})
+    job, events = await submit_fusion(service, jobs, sampling)
     async for event in events_until_done(job, events, request):
         if event.kind == "segment":
             (partial,) = job.settled_texts()
-            yield sse("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
+            yield sse.event("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
         elif event.kind == "error":
-            yield sse("error", {"error": event.error.message, "error_type": event.error.error_type})
+            raise event.error
         elif event.kind == "done":
-            yield sse("done", _result(job, detected, "best"))
-
-
-async def health(request: Request) -> JSONResponse:
-    service: Service = request.app.state.service
-    status = service.status()
-    used, total = service.gpu_memory()
-    engine = service.engine
-    decision = service.decision
-    body = {
-        "status": status,
-        "phase": service.phase,
-        "gpu_memory_used_gb": used,
-        "gpu_memory_total_gb": total,
-        "gpu": decision.gpu["name"] if decision.gpu else None,
-        "profile": decision.profile,
-        "weights": decision.weights,
-        "kv_cache": decision.kv_cache,
-        "kv_cache_tokens": decision.kv_cache_tokens,
-        "kv_cache_gb": round(decision.kv_cache_bytes / GIB, 3),
-        "max_in_flight": engine.scheduler.max_in_flight if engine else decision.max_in_flight,
-        "attention": engine.attention if engine else None,
-        "model": service.settings.model,
-        "model_family": engine.identified.to_json() if engine else None,
-        "quality": service.quality_json(),
-        "context": service.settings.context and bool(engine and engine.family.context),
-        "glossaries": engine.glossaries.status() if engine and engine.glossaries else None,
-        "queue_depth": engine.queue_depth if engine else 0,
-        "in_flight": engine.in_flight if engine else 0,
-        "kv_cache_used_tokens": engine.kv_used_tokens if engine else 0,
-        "queue_limit": service.settings.max_queue_segments,
-        "oom_recoveries": engine.runner.stats.oom_events if engine else 0,
-        "startup": _startup(engine.startup) if engine else None,
-        "uptime_s": round(time.monotonic() - service.started_at, 1),
-        "decision_reason": decision.reason,
-    }
-    if decision.gpu is None:
-        body["note"] = "no GPU: CPU profile, gpu_memory_used_gb is 0"
-    if service.load_error:
-        body["error"] = service.load_error
-    return JSONResponse(body, status_code=200 if status in ("healthy", "degraded") else 503)
-
-
-def _startup(startup) -> dict:
-    return {"total_s": round(startup.total_s, 2), "load_s": round(startup.load_s, 2),
-            "graphs_s": round(startup.graphs_s, 2), "warmup_s": startup.warmup.get("seconds"),
-            "steps": startup.steps}
+            yield sse.event("done", _result(job, detected, "best"))
 
 
 async def index(request: Request) -> FileResponse:

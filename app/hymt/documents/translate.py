@@ -1,6 +1,5 @@
-"""A document's texts through the engine, in parts that fit its queue: a long document is not refused because it
-is longer than the queue, and other requests keep their turn between its parts. Blocking: the CLI calls it
-directly, the API from a worker thread.
+"""A document's texts translated so that their inline markup survives, by whatever translates a list of texts
+(`Translate`: the API's job bridge, in the server and in the CLI alike). This module knows markers, not the engine.
 
 A text whose inline markers did not come back is sent again with the stricter prompt (prompts.strict); if they are
 lost again, its runs are translated apart: the words between each pair of markers as a text of its own, put back
@@ -11,21 +10,17 @@ reaches the total when the last retry is done.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
-from ..engine.jobs import Options
-from ..errors import Cancelled, Overloaded
-from ..languages import Language
-from ..prompts import MARKER, Sampling, has_markers, strict
+from ..prompts import MARKER, has_markers, strict
 from .base import clean
 from .inline import kept
 
-# How long a one-segment part may wait for room in a full queue before the document fails with the queue's error.
-MAX_QUEUE_WAIT_S = 120.0
-_RETRY_S = 0.5
+OnText = Callable[[int, str], None]
+# The texts' translations, in order; on_text(index, translation) as each one is done, when given.
+Translate = Callable[[list[str], OnText | None], Awaitable[list[str]]]
 
 
 @dataclass
@@ -34,16 +29,8 @@ class Translated:
     paths: list[str | None]  # per text: "markers", "strict" or "runs" (base.PATHS); None: no markers, or lost
 
 
-def translate_texts(engine, texts: list[str], source: Language | None, target: Language, sampling: Sampling,
-                    on_progress: Callable[[int, int], None] | None = None,
-                    stop: threading.Event | None = None) -> list[str]:
-    return translate_document(engine, texts, source, target, sampling, on_progress, stop).texts
-
-
-def translate_document(engine, texts: list[str], source: Language | None, target: Language, sampling: Sampling,
-                       on_progress: Callable[[int, int], None] | None = None,
-                       stop: threading.Event | None = None) -> Translated:
-    stop = stop or threading.Event()
+async def translate_document(texts: list[str], translate: Translate,
+                             on_progress: Callable[[int, int], None] | None = None) -> Translated:
     settled = [0]
 
     def reach(count: int) -> None:  # progress never goes back
@@ -56,7 +43,7 @@ def translate_document(engine, texts: list[str], source: Language | None, target
         if not has_markers(texts[i]) or kept(texts[i], clean(translation)):
             reach(settled[0] + 1)
 
-    out = _through_engine(engine, texts, source, target, sampling, stop, first_done)
+    out = await translate(texts, first_done)
     paths: list[str | None] = ["markers" if has_markers(t) else None for t in texts]
     lost = [i for i, t in enumerate(texts) if has_markers(t) and not kept(t, clean(out[i]))]
     reach(len(texts) - len(lost))
@@ -65,8 +52,7 @@ def translate_document(engine, texts: list[str], source: Language | None, target
             if kept(texts[lost[k]], clean(translation)):
                 reach(settled[0] + 1)
 
-        again = _through_engine(engine, [strict(texts[i]) for i in lost], source, target, sampling, stop,
-                                strict_done)
+        again = await translate([strict(texts[i]) for i in lost], strict_done)
         for i, translation in zip(lost, again):
             paths[i] = "strict" if kept(texts[i], clean(translation)) else None
             if paths[i]:
@@ -74,20 +60,20 @@ def translate_document(engine, texts: list[str], source: Language | None, target
         lost = [i for i in lost if paths[i] is None]
         reach(len(texts) - len(lost))
     if lost:
-        for i, translation in zip(lost, _by_runs(engine, [texts[i] for i in lost], source, target, sampling, stop)):
+        for i, translation in zip(lost, await _by_runs([texts[i] for i in lost], translate)):
             if translation is not None:
                 out[i], paths[i] = translation, "runs"
     reach(len(texts))
     return Translated(out, paths)
 
 
-def _by_runs(engine, texts: list[str], source, target, sampling, stop) -> list[str | None]:
+async def _by_runs(texts: list[str], translate: Translate) -> list[str | None]:
     """Each marked text with the words between its markers translated apart and put back between them; None for a
     text none of whose runs came back translated."""
     split = [_runs(t) for t in texts]
     wanted = [(n, k) for n, pieces in enumerate(split) for k in range(0, len(pieces), 2)
               if any(ch.isalpha() for ch in pieces[k])]
-    results = _through_engine(engine, [split[n][k].strip() for n, k in wanted], source, target, sampling, stop)
+    results = await translate([split[n][k].strip() for n, k in wanted], None)
     translated: Counter = Counter()
     for (n, k), result in zip(wanted, results):
         words = MARKER.sub("", clean(result)).strip()  # a marker the model made up inside a run means nothing
@@ -105,46 +91,3 @@ def _runs(text: str) -> list[str]:
         pieces += [text[pos:match.start()], match.group(0)]
         pos = match.end()
     return pieces + [text[pos:]]
-
-
-def _through_engine(engine, texts: list[str], source: Language | None, target: Language, sampling: Sampling,
-                    stop: threading.Event, on_text: Callable[[int, str], None] | None = None) -> list[str]:
-    """The texts' translations, queued in parts that fit; on_text(index, translation) as each text is done."""
-    results: list[str] = []
-    part_size = max(1, engine.settings.max_queue_segments // 4)
-    waited = 0.0
-    while len(results) < len(texts):
-        if stop.is_set():
-            raise Cancelled("the request was cancelled")
-        base = len(results)
-        part = texts[base:base + part_size]
-        seen: Counter = Counter()
-
-        def listener(event, seen=seen, base=base) -> None:
-            if event.kind != "segment" or on_text is None:
-                return
-            job, d = event.job, event.job.refs[event.index][0]
-            seen[d] += 1
-            if seen[d] == len(job.documents[d].segments):
-                parts = [r.text if r else "" for (doc, _), r in zip(job.refs, job.results) if doc == d]
-                on_text(base + d, job.documents[d].join(parts))
-
-        try:
-            job = engine.submit([(t, source) for t in part], target, sampling, listener=listener,
-                                options=Options(formatted=True))
-        except Overloaded:
-            if part_size > 1:
-                part_size = max(1, part_size // 2)
-            elif waited >= MAX_QUEUE_WAIT_S:
-                raise
-            else:
-                stop.wait(_RETRY_S)
-                waited += _RETRY_S
-            continue
-        while not job.done.wait(_RETRY_S):
-            if stop.is_set():
-                engine.cancel(job)
-        if job.error is not None:
-            raise job.error
-        results.extend(job.texts())
-    return results
