@@ -131,3 +131,12 @@ def test_schemathesis_where_style_and_background_are_offered(checkpoint, tmp_pat
 
     with serving(checkpoint, tmp_path / "fuzz.log", **LIMITS) as srv:
         schemathesis(srv.url, tmp_path, "--max-examples", "10", "--seed", "19")
+
+
+def test_html_markup_goes_through_the_formatted_prompt(server):
+    html = "<p>Press <b>Save</b> now.</p>"
+    body = httpx.post(f"{server.url}/translate", json={"q": html, "source": "en", "target": "de",
+                                                       "format": "html"}).json()
+    out = body["translatedText"]
+    # Random weights drop markers: then the safe form (the words, no <b>) is reported.
+    assert out.startswith("<p>") and (("<b>" in out and "</b>" in out) or body["markup_fallback_segments"] == 1)
