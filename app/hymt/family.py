@@ -67,12 +67,12 @@ HY_MT2_1_8B = Family("hy-mt2-1.8b", "Hy-MT2-1.8B", "hy-mt2", SMALL_CHAT, APACHE_
                      context=False, fusion=False, style=True, background=True, max_new_tokens=4096)
 FAMILIES = {f.key: f for f in (HUNYUAN_MT_7B, CHIMERA_7B, HY_MT15_7B, HY_MT15_1_8B, HY_MT2_7B, HY_MT2_1_8B)}
 FAMILY_CHOICES = ("auto", *FAMILIES)
-SMALL_FAMILIES = tuple(f for f in FAMILIES.values() if f.small)
 
+_HY_MT2 = re.compile(r"hy[-_ ]?mt[-_ ]?2(?![\d.])", re.I)
 # Most specific first: "Hunyuan-MT-Chimera-7B" also contains "Hunyuan-MT".
 _LINES = (
     (re.compile(r"chimera", re.I), "chimera"),
-    (re.compile(r"hy[-_ ]?mt[-_ ]?2(?![\d.])", re.I), "hy-mt2"),
+    (_HY_MT2, "hy-mt2"),
     (re.compile(r"hy[-_ ]?mt[-_ ]?1[._-]?5", re.I), "hy-mt1.5"),
     (re.compile(r"hunyuan[-_ ]?mt", re.I), "hunyuan-mt"),
 )
@@ -109,7 +109,8 @@ def from_name(text: str, small: bool | None = None) -> Family | None:
 
 
 def check_supported(name: str) -> None:
-    if _MOE.search(name):
+    """Refuses a name that says Hy-MT2-30B-A3B (a path elsewhere that merely mentions 30B-A3B is not refused)."""
+    if _MOE.search(name) and _HY_MT2.search(name):
         raise ModelLoadError(f"{name} is Hy-MT2-30B-A3B, a Mixture of Experts (hy_v3), which hymt does not serve: "
                              "use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B")
 

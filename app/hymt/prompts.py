@@ -53,8 +53,8 @@ HY_MT15_FORMATTED_TEMPLATE = (
 
 # Hy-MT2's prompts (Tencent-Hunyuan/Hy-MT2 README, "Instruction Examples"): a Chinese and an English version of each,
 # the target's full name in the prompt's language. The README sets them in a table: its <br> is a line break here,
-# and its markdown (code spans around the placeholders, bold) is not part of the text.
-HY_MT2_ZH_TEMPLATE = HY_MT15_ZH_TEMPLATE
+# and its markdown (code spans around the placeholders, bold) is not part of the text. Its Chinese default prompt is
+# HY-MT1.5's, character for character.
 HY_MT2_XX_TEMPLATE = ("Translate the following text into {target}. Note that you should only output the translated "
                       "result without any additional explanation:\n\n{text}")
 HY_MT2_ZH_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n\n{text}"
