@@ -73,6 +73,22 @@ def test_openai_client(server):
     assert "target language" in str(err.value)
 
 
+def test_style_and_background_are_refused_by_a_model_without_their_prompts(server):
+    from openai import OpenAI, UnprocessableEntityError
+
+    for path, body in (("/translate", {"q": "Hello.", "target": "de", "style": "formal"}),
+                       ("/api/translate", {"text": "Hello.", "target": "de", "background": "A letter."})):
+        refused = httpx.post(f"{server.url}{path}", json=body)
+        assert refused.status_code == 422 and "the model served is Hunyuan-MT-7B" in refused.json()["error"]
+    with pytest.raises(UnprocessableEntityError, match="official style prompt"):
+        OpenAI(base_url=f"{server.url}/v1", api_key="unused").chat.completions.create(
+            model="hunyuan-mt:de", messages=[{"role": "user", "content": "Hello."}], extra_body={"style": "formal"})
+    assert httpx.post(f"{server.url}/translate", json={"q": "Hello.", "target": "de", "style": None}).status_code == 200
+    properties = httpx.get(f"{server.url}/openapi.json").json()["paths"]["/translate"]["post"]["requestBody"]
+    assert properties["content"]["application/json"]["schema"]["properties"]["style"]["type"] == "null"
+    assert properties["content"]["multipart/form-data"]["schema"]["properties"]["background"]["not"] == {}
+
+
 def _sse(response) -> list[tuple[str, dict]]:
     events, kind = [], None
     for line in response.iter_lines():

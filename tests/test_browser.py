@@ -190,6 +190,8 @@ def quality_page(browser, quality_server):
 
 def test_model_name_and_best_quality_refused_without_a_fusion_model(page):
     page.wait_for_function("document.querySelector('#model').textContent === 'Hunyuan-MT-7B'")
+    assert "Tencent Hunyuan Community License" in page.inner_text("#license")
+    assert page.is_hidden("#instructions")  # no official style or background prompt
     assert page.is_disabled("#quality-best")
     assert "HYMT_FUSION_MODEL" in page.inner_text("#quality-note")
 

@@ -26,6 +26,9 @@ def test_special_tokens_and_outer_space_are_stripped():
     result = clean("Hallo", "  Hello<|eos|><|extra_0|> ")
     assert result.text == "Hello"
     assert not result.echo and not result.loop_cut
+    # The 1.8B models' tokens (full-width bars); a text between ASCII bars that merely looks alike stays.
+    assert clean("Hallo", "Hello<｜hy_place▁holder▁no▁2｜><｜hy_User｜>").text == "Hello"
+    assert clean("Hallo", "a <|not a token|> b").text == "a <|not a token|> b"
 
 
 def test_echo_detection():

@@ -1,4 +1,4 @@
-"""The planner's decisions for simulated cards, on the real 7B shape, without a GPU."""
+"""The planner's decisions for simulated cards, on the real 7B and 1.8B shapes, without a GPU."""
 
 import dataclasses
 import json
@@ -11,7 +11,7 @@ import pytest
 from hymt.errors import HymtError
 from hymt.planner.gpu import GIB, simulate
 from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
-from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, ModelShape
+from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
 from hymt.planner.tiers import TIERS_BY_NAME
 from hymt.settings import Settings
 
@@ -82,6 +82,25 @@ def test_a_smaller_output_budget_lets_segments_hold_less():
     assert segment_kv_tokens(SETTINGS) == PROMPT_OVERHEAD_TOKENS + 256 + 3 * 256 + 16
 
 
+def test_the_small_shape_ties_its_embeddings_and_has_four_kv_heads():
+    # 1.54 B parameters in the layers, 0.25 B in the tied embeddings: about 3.6 GB in bf16, as published.
+    assert HY_MT_1_8B_SHAPE.weight_bytes("bf16") / GIB == pytest.approx(3.34, abs=0.01)
+    assert HY_MT_1_8B_SHAPE.kv_bytes_per_token("bf16") == 2 * 32 * 4 * 128 * 2
+    untied = dataclasses.replace(HY_MT_1_8B_SHAPE, tied_embeddings=False)
+    embeddings = 120818 * 2048 * 2
+    assert untied.weight_bytes("bf16") - HY_MT_1_8B_SHAPE.weight_bytes("bf16") == embeddings
+    # INT4 keeps the head in 8 bits beside the tied 16-bit embeddings.
+    assert HY_MT_1_8B_SHAPE.weight_bytes("int4") - untied.weight_bytes("int4") == -embeddings + 120818 * 2048
+
+
+@pytest.mark.parametrize("card_gb,profile", [(4, "int4-int8kv"), (6, "bf16-int8kv"), (8, "bf16")])
+def test_small_cards_plan_the_small_models(card_gb, profile):
+    decision = plan(HY_MT_1_8B_SHAPE, card(card_gb), SETTINGS)
+    assert decision.profile == profile and decision.kv_cache_tokens >= SETTINGS.target_kv_tokens
+    tier = decision.numbers["tiers"][profile]
+    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes <= card_gb * GIB
+
+
 def test_shape_from_a_config_object():
     from transformers import HunYuanDenseV1Config
 
@@ -113,3 +132,31 @@ def test_profile_command_refuses_a_six_gb_card():
     assert result.returncode == 1
     assert json.loads(result.stdout)["profile"] is None
     assert result.stderr.strip().startswith("hymt: error: the model does not fit")
+
+
+def test_profile_command_plans_a_named_models_shape_without_a_checkpoint():
+    result = _profile_cli({"HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--family", "hy-mt2-1.8b", "--gpu-memory-gb", "4")
+    assert result.returncode == 0, result.stderr
+    decision = json.loads(result.stdout)
+    assert decision["profile"] == "int4-int8kv"
+    assert decision["numbers"]["shape_source"] == "built-in Hy-MT2-1.8B shape (no checkpoint on disk)"
+
+
+def test_a_card_too_small_for_the_7b_names_the_small_models():
+    result = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-7B"}, "--gpu-memory-gb", "4")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "a 1.8B model fits (int4-int8kv): set HYMT_MODEL to tencent/Hy-MT2-1.8B (Apache-2.0) or " \
+           "tencent/HY-MT1.5-1.8B" in result.stderr
+    # Where not even the small shape fits, the refusal says only what the model needs.
+    tiny = _profile_cli({"HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--gpu-memory-gb", "2")
+    assert tiny.returncode == 1 and "1.8B" not in tiny.stderr
+
+
+def test_the_mixture_of_experts_is_refused_before_planning(tmp_path):
+    result = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-30B-A3B"}, "--gpu-memory-gb", "80")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Mixture of Experts" in result.stderr
+    # A checkpoint on disk under any name: its config's architecture (hy_v3) tells.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "hy_v3", "architectures": ["HYV3ForCausalLM"]}))
+    result = _profile_cli({}, "--model", str(tmp_path), "--gpu-memory-gb", "80")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "holds Hy-MT2-30B-A3B (hy_v3, a Mixture of Experts), which hymt does not serve" in result.stderr

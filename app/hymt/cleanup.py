@@ -6,7 +6,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-_SPECIAL = re.compile(r"<\|[A-Za-z_0-9]+\|>")
+# A special token written out as text: the 7B models' <|eos|>, the 1.8B models' full-width <｜hy_User｜>.
+_SPECIAL = re.compile(r"<\|[A-Za-z_0-9]+\|>|<｜hy_[^｜<>]+｜>")
 _MIN_REPEATS = 4
 _MIN_LOOP_CHARS = 12
 

@@ -13,7 +13,7 @@ import time
 
 from .documents import FORMATS
 from .errors import BadRequest, HymtError
-from .family import FAMILIES, HUNYUAN_MT_7B
+from .family import FAMILIES, FAMILY_CHOICES, HUNYUAN_MT_7B
 from .planner.tiers import PROFILE_CHOICES
 from .settings import Settings
 
@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profile", help="print the memory profile chosen for this GPU, as JSON")
     p.add_argument("--model", help="checkpoint directory whose config sizes the plan")
+    p.add_argument("--family", choices=FAMILY_CHOICES,
+                   help="which model of the family (default: HYMT_MODEL_FAMILY); without a checkpoint on disk, "
+                        "its published shape is planned")
     p.add_argument("--gpu-memory-gb", type=float, help="plan for a card of this many GiB")
     p.add_argument("--profile", choices=PROFILE_CHOICES)
     p.add_argument("--output", help="also write the decision to this file")
@@ -59,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("make-test-model", help="write a tiny random-weight Hunyuan-MT checkpoint")
     m.add_argument("directory")
     m.add_argument("--family", choices=FAMILIES, default=HUNYUAN_MT_7B.key,
-                   help="which model of the family to imitate (its prompts are chosen by this)")
+                   help="which model of the family to imitate: its vocabulary, chat template and name (its prompts "
+                        "follow the name)")
 
     q = sub.add_parser("quantize", help="make an INT4 GPTQ checkpoint from a bf16 one (needs hymt[quantize])")
     q.add_argument("--model", required=True, help="the bf16 checkpoint directory or hub id")
@@ -348,7 +352,7 @@ def _profile(args, settings: Settings) -> int:
     from .planner.decide import decision_for
 
     settings = settings.replace(model=args.model, gpu_memory_gb=args.gpu_memory_gb, profile=args.profile,
-                                decision_file="")
+                                model_family=args.family, decision_file="")
     try:
         decision = decision_for(settings)
     except HymtError as exc:

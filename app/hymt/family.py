@@ -1,10 +1,13 @@
-"""Which model of the Hunyuan-MT family a checkpoint holds: Hunyuan-MT-7B, Hunyuan-MT-Chimera-7B or HY-MT1.5-7B.
+"""Which model of the Hunyuan-MT family a checkpoint holds: Hunyuan-MT-7B, Hunyuan-MT-Chimera-7B, HY-MT1.5-7B,
+HY-MT1.5-1.8B, Hy-MT2-7B or Hy-MT2-1.8B.
 
-The three share one architecture, vocabulary and chat template, so the config's numbers cannot tell them apart.
-The name can: the `_name_or_path` that transformers writes into config.json and tokenizer_config.json when a
-checkpoint is saved, then the checkpoint's own path (a hub cache directory is named after its repository, and people
-keep checkpoints in directories named after the model). HYMT_MODEL_FAMILY overrides all of it; a checkpoint no signal
-names is served as Hunyuan-MT-7B, and /health says that this was assumed.
+The 7B models share one architecture, vocabulary and chat template, and so do the two 1.8B models, so the config's
+numbers cannot tell the members of a size apart. The name can: the `_name_or_path` that transformers writes into
+config.json and tokenizer_config.json when a checkpoint is saved, then the checkpoint's own path (a hub cache
+directory is named after its repository, and people keep checkpoints in directories named after the model).
+HYMT_MODEL_FAMILY overrides all of it. Where a name gives the model but the config's vocabulary says the other size,
+the config wins. A checkpoint no signal names is served as Hunyuan-MT-7B (HY-MT1.5-1.8B with the 1.8B vocabulary),
+and /health says that this was assumed. Hy-MT2-30B-A3B, a Mixture of Experts, is refused by name.
 """
 
 from __future__ import annotations
@@ -15,34 +18,66 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from .chat import SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat, SEVEN_B_CHAT
+from .errors import ConfigError, ModelLoadError
 
 log = logging.getLogger("hymt.family")
+
+# Each checkpoint's own license (the License.txt of Tencent-Hunyuan/Hunyuan-MT, HY-MT and Hy-MT2 on GitHub).
+HUNYUAN_LICENSE = "Tencent Hunyuan Community License (not valid in the EU, the UK and South Korea)"
+HY_LICENSE = "Tencent HY Community License (not valid in the EU, the UK and South Korea)"
+APACHE_LICENSE = "Apache-2.0"
 
 
 @dataclass(frozen=True)
 class Family:
     key: str  # the value of HYMT_MODEL_FAMILY
     name: str  # the model's own name, shown on the page, /health and /v1/models
+    line: str  # the release its prompts come from: "hunyuan-mt", "chimera", "hy-mt1.5" or "hy-mt2"
+    chat: ChatFormat  # the tokenizer's chat template and special tokens (7B or 1.8B)
+    license: str
     terminology: bool  # an official terminology prompt
     context: bool  # an official contextual-translation prompt
     fusion: bool  # fuses six candidate translations into one (Chimera)
     formatted: bool = False  # an official formatted-translation prompt (inline markup tags kept)
+    style: bool = False  # an official style prompt (request option `style`)
+    background: bool = False  # an official background prompt (request option `background`)
+    # The recommended output cap (Hy-MT2's README: max_tokens 4096); None where none is published.
+    max_new_tokens: int | None = None
+
+    @property
+    def small(self) -> bool:
+        return self.chat is SMALL_CHAT
 
 
-HUNYUAN_MT_7B = Family("hunyuan-mt-7b", "Hunyuan-MT-7B", terminology=False, context=False, fusion=False)
-CHIMERA_7B = Family("hunyuan-mt-chimera-7b", "Hunyuan-MT-Chimera-7B", terminology=False, context=False, fusion=True)
-HY_MT15_7B = Family("hy-mt1.5-7b", "HY-MT1.5-7B", terminology=True, context=True, fusion=False, formatted=True)
-FAMILIES = {f.key: f for f in (HUNYUAN_MT_7B, CHIMERA_7B, HY_MT15_7B)}
+HUNYUAN_MT_7B = Family("hunyuan-mt-7b", "Hunyuan-MT-7B", "hunyuan-mt", SEVEN_B_CHAT, HUNYUAN_LICENSE,
+                       terminology=False, context=False, fusion=False)
+CHIMERA_7B = Family("hunyuan-mt-chimera-7b", "Hunyuan-MT-Chimera-7B", "chimera", SEVEN_B_CHAT, HUNYUAN_LICENSE,
+                    terminology=False, context=False, fusion=True)
+# HY-MT1.5's README gives one set of prompts for both sizes; its context prompt also carries a request's background.
+HY_MT15_7B = Family("hy-mt1.5-7b", "HY-MT1.5-7B", "hy-mt1.5", SEVEN_B_CHAT, HY_LICENSE,
+                    terminology=True, context=True, fusion=False, formatted=True, background=True)
+HY_MT15_1_8B = Family("hy-mt1.5-1.8b", "HY-MT1.5-1.8B", "hy-mt1.5", SMALL_CHAT, HY_LICENSE,
+                      terminology=True, context=True, fusion=False, formatted=True, background=True)
+# Hy-MT2's README lists no contextual-translation and no formatted prompt: those stay off (the formatted prompt is
+# the tested equivalent, as for Hunyuan-MT-7B).
+HY_MT2_7B = Family("hy-mt2-7b", "Hy-MT2-7B", "hy-mt2", SEVEN_B_CHAT, APACHE_LICENSE, terminology=True,
+                   context=False, fusion=False, style=True, background=True, max_new_tokens=4096)
+HY_MT2_1_8B = Family("hy-mt2-1.8b", "Hy-MT2-1.8B", "hy-mt2", SMALL_CHAT, APACHE_LICENSE, terminology=True,
+                     context=False, fusion=False, style=True, background=True, max_new_tokens=4096)
+FAMILIES = {f.key: f for f in (HUNYUAN_MT_7B, CHIMERA_7B, HY_MT15_7B, HY_MT15_1_8B, HY_MT2_7B, HY_MT2_1_8B)}
 FAMILY_CHOICES = ("auto", *FAMILIES)
 
+_HY_MT2 = re.compile(r"hy[-_ ]?mt[-_ ]?2(?![\d.])", re.I)
 # Most specific first: "Hunyuan-MT-Chimera-7B" also contains "Hunyuan-MT".
-_NAMES = (
-    (re.compile(r"chimera", re.I), CHIMERA_7B),
-    (re.compile(r"hy[-_ ]?mt[-_ ]?1[._-]?5", re.I), HY_MT15_7B),
-    (re.compile(r"hunyuan[-_ ]?mt", re.I), HUNYUAN_MT_7B),
+_LINES = (
+    (re.compile(r"chimera", re.I), "chimera"),
+    (_HY_MT2, "hy-mt2"),
+    (re.compile(r"hy[-_ ]?mt[-_ ]?1[._-]?5", re.I), "hy-mt1.5"),
+    (re.compile(r"hunyuan[-_ ]?mt", re.I), "hunyuan-mt"),
 )
 _SMALL = re.compile(r"1[._]8b", re.I)
+_MOE = re.compile(r"30b[-_ ]?a3b", re.I)
 
 
 @dataclass(frozen=True)
@@ -51,24 +86,45 @@ class Identified:
     source: str  # what told: "HYMT_MODEL_FAMILY", "config.json", "tokenizer_config.json", "path" or "assumed"
 
     def to_json(self) -> dict:
-        return {"family": self.family.key, "name": self.family.name, "source": self.source,
-                "terminology_prompt": self.family.terminology, "context_prompt": self.family.context,
-                "fusion": self.family.fusion, "formatted_prompt": self.family.formatted}
+        f = self.family
+        return {"family": f.key, "name": f.name, "source": self.source, "license": f.license,
+                "terminology_prompt": f.terminology, "context_prompt": f.context, "fusion": f.fusion,
+                "formatted_prompt": f.formatted, "style_prompt": f.style, "background_prompt": f.background}
 
 
-def from_name(text: str) -> Family | None:
-    for pattern, family in _NAMES:
+def member(line: str, small: bool) -> Family | None:
+    """The model of a release at a size (None where the release has none: Hunyuan-MT has no 1.8B)."""
+    return next((f for f in FAMILIES.values() if f.line == line and f.small == small), None)
+
+
+def from_name(text: str, small: bool | None = None) -> Family | None:
+    """The model a name gives; `small` (the config's size, when known) decides the size over the name's.
+    Hy-MT2-30B-A3B is refused here, before anything is downloaded or loaded."""
+    check_supported(text)
+    for pattern, line in _LINES:
         if pattern.search(text):
-            return family
+            named_small = bool(_SMALL.search(text))
+            return member(line, named_small if small is None else small)
     return None
 
 
-def _saved_name(checkpoint: Path, filename: str) -> str:
+def check_supported(name: str) -> None:
+    """Refuses a name that says Hy-MT2-30B-A3B (a path elsewhere that merely mentions 30B-A3B is not refused)."""
+    if _MOE.search(name) and _HY_MT2.search(name):
+        raise ModelLoadError(f"{name} is Hy-MT2-30B-A3B, a Mixture of Experts (hy_v3), which hymt does not serve: "
+                             "use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B")
+
+
+def _saved_config(checkpoint: Path, filename: str) -> dict:
     try:
         data = json.loads((checkpoint / filename).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
-    name = data.get("_name_or_path") or data.get("name_or_path") if isinstance(data, dict) else ""
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _saved_name(data: dict) -> str:
+    name = data.get("_name_or_path") or data.get("name_or_path")
     return name if isinstance(name, str) else ""
 
 
@@ -83,15 +139,18 @@ def identify(checkpoint: Path, override: str = "auto") -> Identified:
     check_choice(override)
     if override != "auto":
         return Identified(FAMILIES[override], "HYMT_MODEL_FAMILY")
+    config = _saved_config(checkpoint, "config.json")
+    vocab = config.get("vocab_size")
+    small = vocab == SMALL_VOCAB_SIZE if isinstance(vocab, int) else None
     # The path from its innermost directory outwards: the directory named after the model wins over its parents.
-    signals = [("config.json", _saved_name(checkpoint, "config.json")),
-               ("tokenizer_config.json", _saved_name(checkpoint, "tokenizer_config.json")),
+    signals = [("config.json", _saved_name(config)),
+               ("tokenizer_config.json", _saved_name(_saved_config(checkpoint, "tokenizer_config.json"))),
                *(("path", part) for part in reversed(checkpoint.resolve().parts))]
     for source, text in signals:
-        # The 1.8B models share the names but not the vocabulary or template: the loader's token checks refuse them.
-        family = from_name(text) if text and not _SMALL.search(text) else None
+        family = from_name(text, small) if text else None
         if family is not None:
             return Identified(family, source)
+    assumed = HY_MT15_1_8B if small else HUNYUAN_MT_7B
     log.warning("cannot tell which Hunyuan-MT model %s holds; serving it as %s (set HYMT_MODEL_FAMILY to say)",
-                checkpoint, HUNYUAN_MT_7B.name)
-    return Identified(HUNYUAN_MT_7B, "assumed")
+                checkpoint, assumed.name)
+    return Identified(assumed, "assumed")

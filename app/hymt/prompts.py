@@ -1,19 +1,21 @@
-"""The official Hunyuan-MT prompts and their rendering through the checkpoint's own chat template."""
+"""The official prompts of each model of the family, and their rendering through the checkpoint's own chat template
+(chat.py holds the two chat formats)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from .family import HUNYUAN_MT_7B, HY_MT15_7B, Family
+from .family import HUNYUAN_MT_7B, Family
 from .glossary import Term
 from .languages import Language, is_chinese
 
 ZH_TEMPLATE = "把下面的文本翻译成{target}，不要额外解释。\n\n{text}"
 XX_TEMPLATE = "Translate the following segment into {target}, without additional explanation.\n\n{text}"
-# Formatted translation for Hunyuan-MT-7B, which has no official prompt for it: the official instruction plus the
-# rule for the numbered markers (documents/inline.py) that stand for inline markup. Models with an official
-# formatted-translation prompt (HY-MT1.5) get theirs here, in formatted_message, and nowhere else.
+# Formatted translation for Hunyuan-MT-7B and Hy-MT2, which have no official prompt for it: Hunyuan-MT-7B's official
+# instruction (Hy-MT2's README runs its GGUF with that English one) plus the rule for the numbered markers
+# (documents/inline.py) that stand for inline markup. Models with an official formatted-translation prompt
+# (HY-MT1.5) get theirs here, in formatted_message, and nowhere else.
 FORMATTED_ZH_TEMPLATE = ("把下面的文本翻译成{target}，不要额外解释。原文中的<s1></s1>、<s2/>等标签表示格式信息，"
                          "译文中必须保留每一个标签，并放在对应译文的位置。\n\n{text}")
 FORMATTED_XX_TEMPLATE = ("Translate the following segment into {target}, without additional explanation. "
@@ -49,6 +51,27 @@ HY_MT15_FORMATTED_TEMPLATE = (
     "标签内文本包含格式信息，需要在译文中相应的位置尽量保留该标签。输出格式为：<target>str</target>\n\n"
     "<source>{text}</source>")
 
+# Hy-MT2's prompts (Tencent-Hunyuan/Hy-MT2 README, "Instruction Examples"): a Chinese and an English version of each,
+# the target's full name in the prompt's language. The README sets them in a table: its <br> is a line break here,
+# and its markdown (code spans around the placeholders, bold) is not part of the text. Its Chinese default prompt is
+# HY-MT1.5's, character for character.
+HY_MT2_XX_TEMPLATE = ("Translate the following text into {target}. Note that you should only output the translated "
+                      "result without any additional explanation:\n\n{text}")
+HY_MT2_ZH_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n\n{text}"
+HY_MT2_XX_TERMINOLOGY_TEMPLATE = (
+    "Reference the following translations:\n{terms}\n\nTranslate the following text into {target}. Note that you "
+    "must ONLY output the translated result without any additional explanation:\n\n{text}")
+HY_MT2_XX_TERM_LINE = "{source} translates to {target}"
+HY_MT2_XX_STRICT_HEADER = ("Reference the following translations:",
+                           "The translation must use exactly these translations of the terms:")
+HY_MT2_ZH_STYLE_TEMPLATE = "请将以下文本翻译为{target}。\n注意翻译的风格要严格符合【{style}】\n\n{text}"
+HY_MT2_XX_STYLE_TEMPLATE = ("Please translate the following text into {target}. Note that the translation style "
+                            "must strictly conform to [{style}]:\n\n{text}")
+HY_MT2_ZH_BACKGROUND_TEMPLATE = "【背景信息】\n{background}\n\n请结合背景信息将以下文本翻译为{target}。\n\n【待翻译文本】\n{text}"
+HY_MT2_XX_BACKGROUND_TEMPLATE = (
+    "[Background Information]\n{background}\n\nPlease translate the following text into {target}, taking the "
+    "provided background information into consideration.\n\n[Source Text]\n{text}")
+
 # Hunyuan-MT-7B has no official terminology prompt: the same shape as HY-MT1.5's (the reference translations above
 # the model's own instruction), in the language of the instruction it was trained on.
 ZH_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n\n" + ZH_TEMPLATE
@@ -66,28 +89,6 @@ FUSION_TEMPLATE = (
     "and generate a single refined {target} translation. Only output the refined translation, do not explain.\n\n"
     "The {source} segment:\n```{text}```\n\n"
     "The multiple {target} translations:\n{candidates}")
-
-# The rendering the model was trained on: <|startoftext|>{user}<|extra_0|>; the answer ends with <|eos|>.
-STOP_TOKEN = "<|eos|>"
-PAD_TOKEN = "<|pad|>"
-
-# Jinja chat template equal to the official one for system, user and assistant turns; written into test models.
-CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{%- if message['role'] == 'system' -%}"
-    "{{ '<|startoftext|>' + message['content'] + '<|extra_4|>' }}"
-    "{%- elif message['role'] == 'user' -%}"
-    "{%- if loop.index0 == 1 and messages[0]['role'] == 'system' -%}"
-    "{{ message['content'] + '<|extra_0|>' }}"
-    "{%- else -%}"
-    "{{ '<|startoftext|>' + message['content'] + '<|extra_0|>' }}"
-    "{%- endif -%}"
-    "{%- elif message['role'] == 'assistant' -%}"
-    "{{ message['content'] + '<|eos|>' }}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-)
-
 
 @dataclass(frozen=True)
 class Sampling:
@@ -127,9 +128,10 @@ def user_message(source: Language | None, target: Language, text: str, family: F
     """The family's official instruction: the Chinese template when Chinese is on either side, else the English
     one. Chimera translates with Hunyuan-MT-7B's prompts (its candidates come from that model)."""
     if _chinese_side(source, target):
-        template = HY_MT15_ZH_TEMPLATE if family is HY_MT15_7B else ZH_TEMPLATE
+        template = HY_MT15_ZH_TEMPLATE if family.line in ("hy-mt1.5", "hy-mt2") else ZH_TEMPLATE
         return template.format(target=target.chinese, text=text)
-    return XX_TEMPLATE.format(target=target.english, text=text)
+    template = HY_MT2_XX_TEMPLATE if family.line == "hy-mt2" else XX_TEMPLATE
+    return template.format(target=target.english, text=text)
 
 
 def has_markers(text: str) -> bool:
@@ -167,9 +169,15 @@ def formatted_message(source: Language | None, target: Language, text: str, fami
     return template.format(target=target.english, text=text, tags=tags)
 def terminology_message(source: Language | None, target: Language, text: str, terms: list[Term],
                         family: Family = HUNYUAN_MT_7B, strict: bool = False) -> str:
-    """The segment with the glossary entries that occur in it: HY-MT1.5's official terminology prompt, or its
-    equivalent in Hunyuan-MT-7B's instruction. `strict` is the retry after a term was missed."""
-    if family.terminology or _chinese_side(source, target):
+    """The segment with the glossary entries that occur in it: the family's official terminology prompt (HY-MT1.5's
+    in Chinese; Hy-MT2's in the instruction's language), or the equivalent in Hunyuan-MT-7B's instruction. `strict`
+    is the retry after a term was missed."""
+    chinese = _chinese_side(source, target)
+    if family.line == "hy-mt2":
+        template, line, header = (HY_MT2_ZH_TERMINOLOGY_TEMPLATE, HY_MT15_TERM_LINE, ZH_STRICT_HEADER) if chinese \
+            else (HY_MT2_XX_TERMINOLOGY_TEMPLATE, HY_MT2_XX_TERM_LINE, HY_MT2_XX_STRICT_HEADER)
+        name = target.chinese if chinese else target.english
+    elif family.terminology or chinese:
         template = HY_MT15_TERMINOLOGY_TEMPLATE if family.terminology else ZH_TERMINOLOGY_TEMPLATE
         line, header, name = HY_MT15_TERM_LINE, ZH_STRICT_HEADER, target.chinese
     else:
@@ -177,6 +185,24 @@ def terminology_message(source: Language | None, target: Language, text: str, te
     lines = "\n".join(line.format(source=t.source, target=t.target) for t in terms)
     message = template.format(terms=lines, target=name, text=text)
     return message.replace(header[0], header[1], 1) if strict else message
+
+
+def style_message(source: Language | None, target: Language, text: str, style: str) -> str:
+    """Hy-MT2's official style prompt ("formal", "marketing", ...)."""
+    if _chinese_side(source, target):
+        return HY_MT2_ZH_STYLE_TEMPLATE.format(target=target.chinese, style=style, text=text)
+    return HY_MT2_XX_STYLE_TEMPLATE.format(target=target.english, style=style, text=text)
+
+
+def background_message(source: Language | None, target: Language, text: str, background: str,
+                       family: Family) -> str:
+    """Background information for the translation: Hy-MT2's official background prompt, or HY-MT1.5's contextual
+    translation prompt (information above the text, not to be translated)."""
+    if family.line == "hy-mt1.5":
+        return context_message(target, text, background)
+    if _chinese_side(source, target):
+        return HY_MT2_ZH_BACKGROUND_TEMPLATE.format(target=target.chinese, background=background, text=text)
+    return HY_MT2_XX_BACKGROUND_TEMPLATE.format(target=target.english, background=background, text=text)
 
 
 def context_message(target: Language, text: str, context: str) -> str:
@@ -198,20 +224,25 @@ def fusion_message(source: Language, target: Language, text: str, candidates: li
 
 
 def segment_message(family: Family, source: Language | None, target: Language, text: str, terms: list[Term],
-                    context: str = "", strict: bool = False, formatted: bool = False) -> str:
-    """The prompt for one segment: the formatted-translation prompt for a segment with markup markers; else with
-    its glossary entries when any occur in it (they take precedence: no official prompt combines the two), else
-    with the preceding text when the family has a context prompt."""
+                    context: str = "", strict: bool = False, formatted: bool = False, style: str | None = None,
+                    background: str | None = None) -> str:
+    """The prompt for one segment. No official prompt combines two instructions, so a segment gets one, in this
+    order: the formatted-translation prompt for a segment with markup markers; its glossary entries when any occur
+    in it; the request's style; the request's background; the preceding text when the family has a context prompt;
+    else the plain instruction. The caller checks that the family has the style and background prompts."""
     if formatted:
         return formatted_message(source, target, text, family)
     if terms:
         return terminology_message(source, target, text, terms, family, strict)
+    if style:
+        return style_message(source, target, text, style)
+    if background:
+        return background_message(source, target, text, background, family)
     if context and family.context:
         return context_message(target, text, context)
     return user_message(source, target, text, family)
 
 
-def render(tokenizer, message: str) -> str:
-    """The full prompt text, through the checkpoint's chat template (no generation prompt: the template ends the
-    user turn with <|extra_0|>, after which the model answers)."""
-    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False)
+def render(tokenizer, message: str, family: Family = HUNYUAN_MT_7B) -> str:
+    """The full prompt text, through the checkpoint's chat template in the family's chat format."""
+    return family.chat.render(tokenizer, message)

@@ -1,35 +1,72 @@
-"""`hymt make-test-model`: a tiny random-weight HunYuanDenseV1ForCausalLM with the real vocabulary size, special
-token ids and chat template, saved in Hugging Face format so it loads through exactly the real model's code path."""
+"""`hymt make-test-model`: a tiny random-weight HunYuanDenseV1ForCausalLM of one model of the family, with its real
+vocabulary size, special tokens and ids, chat template and embedding tying, saved in Hugging Face format so it loads
+through exactly the real model's code path."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .chat import (SEVEN_B_CHAT, SMALL_ASSISTANT, SMALL_BOS, SMALL_CHAT, SMALL_STOP, SMALL_SYSTEM_END, SMALL_USER,
+                   SMALL_VOCAB_SIZE, ChatFormat)
 from .family import FAMILIES, HUNYUAN_MT_7B
 from .languages import LANGUAGES
-from .prompts import CHAT_TEMPLATE, XX_TEMPLATE, ZH_TEMPLATE
+from .prompts import XX_TEMPLATE, ZH_TEMPLATE
 
-VOCAB_SIZE = 128167
-FIRST_SPECIAL_ID = 127957
-SPECIAL_TOKENS = {
-    "<|endoftext|>": 127957,
-    "<|startoftext|>": 127958,
-    "<|bos|>": 127959,
-    "<|eos|>": 127960,
-    "<|pad|>": 127961,
-}
-SPECIAL_TOKENS.update({f"<|extra_{i}|>": 127962 + i for i in range(VOCAB_SIZE - 127962)})
 
-# The real checkpoint's fields, with the dimensions shrunk.
+@dataclass(frozen=True)
+class Vocabulary:
+    """A tokenizer family's vocabulary: its size, its special tokens (by id) and the ids the config names."""
+
+    chat: ChatFormat
+    size: int
+    first_special_id: int
+    special: dict[str, int]
+    bos_id: int
+    eos_id: int
+    pad_id: int
+    tied_embeddings: bool
+    config: dict = field(default_factory=dict)  # further config fields of the real checkpoint
+
+    @property
+    def pad_token(self) -> str:
+        return next(t for t, i in self.special.items() if i == self.pad_id)
+
+
+def _seven_b() -> Vocabulary:
+    special = {"<|endoftext|>": 127957, "<|startoftext|>": 127958, "<|bos|>": 127959, "<|eos|>": 127960,
+               "<|pad|>": 127961}
+    special.update({f"<|extra_{i}|>": 127962 + i for i in range(128167 - 127962)})
+    return Vocabulary(SEVEN_B_CHAT, 128167, 127957, special, bos_id=127958, eos_id=127960, pad_id=127961,
+                      tied_embeddings=False, config={"eod_token_id": 127967})
+
+
+def _small() -> Vocabulary:
+    """The 1.8B vocabulary. bos 120000, pad 120002 and the stop token at 120020 are the published config's ids; the
+    other tokens' ids, and the pad and end-of-sentence tokens' names, are not published: they are placed here in
+    the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad)."""
+    special = {SMALL_BOS: 120000, "<｜hy_end▁of▁sentence｜>": 120001, "<｜hy_pad｜>": 120002, SMALL_USER: 120006,
+               SMALL_ASSISTANT: 120007, SMALL_STOP: 120020, SMALL_SYSTEM_END: 120021}
+    taken = set(special.values())
+    special.update({f"<｜hy_place▁holder▁no▁{i - 120018}｜>" if i >= 120018 else f"<｜hy_reserved▁{i}｜>": i
+                    for i in range(120000, SMALL_VOCAB_SIZE) if i not in taken})
+    return Vocabulary(SMALL_CHAT, SMALL_VOCAB_SIZE, 120000, special, bos_id=120000, eos_id=120020, pad_id=120002,
+                      tied_embeddings=True)
+
+
+VOCABULARIES = {v.chat.key: v for v in (_seven_b(), _small())}
+
+# The real checkpoints' fields, with the dimensions shrunk; the 1.8B's four query heads per KV head kept (16 over 4
+# in the real one; the 7B's test model has two, its real one four).
 TINY_CONFIG = dict(
-    vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, max_position_embeddings=32768, rms_norm_eps=1e-5, hidden_act="silu",
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    head_dim=16, max_position_embeddings=32768, rms_norm_eps=1e-5, hidden_act="silu",
     rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0},
-    bos_token_id=127958, eos_token_id=127960, pad_token_id=127961, eod_token_id=127967,
-    tie_word_embeddings=False, attention_bias=False,
+    attention_bias=False,
 )
+_KV_HEADS = {"7b": 2, "1.8b": 1}
 
 _SAMPLE_TEXT = [
     "The quick brown fox jumps over the lazy dog. How are you today? I am fine, thank you!",
@@ -49,12 +86,13 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer():
+def build_tokenizer(vocabulary: Vocabulary | None = None):
     """A byte-level BPE (so any text encodes) trained on a few sentences, padded to the real vocabulary with
     unreachable filler entries so that every special token keeps its real id."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    vocabulary = vocabulary or VOCABULARIES["7b"]
     base = Tokenizer(models.BPE())
     base.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(vocab_size=1200, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -62,39 +100,50 @@ def build_tokenizer():
     base.train_from_iterator(_corpus(), trainer=trainer)
     vocab = base.get_vocab()
     merges = [tuple(m) for m in json.loads(base.to_str())["model"]["merges"]]
-    for i in range(len(vocab), FIRST_SPECIAL_ID):
+    for i in range(len(vocab), vocabulary.first_special_id):
         vocab[f"<unused_{i}>"] = i
-    vocab.update(SPECIAL_TOKENS)
+    vocab.update(vocabulary.special)
 
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    tok.add_special_tokens(list(vocabulary.special))
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|eos|>", pad_token="<|pad|>",
-        padding_side="left", chat_template=CHAT_TEMPLATE, model_max_length=32768,
+        tokenizer_object=tok, bos_token=vocabulary.chat.bos, eos_token=vocabulary.chat.stop,
+        pad_token=vocabulary.pad_token, padding_side="left", chat_template=vocabulary.chat.template,
+        model_max_length=32768,
     )
 
 
 def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_MT_7B.key) -> Path:
-    """A tiny model of one family of the Hunyuan-MT models: the family's hub id is recorded in its config."""
+    """A tiny model of one model of the family: its vocabulary and template, and its hub id recorded in its
+    config."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig, HunYuanDenseV1Config
 
+    chosen = FAMILIES[family]
+    vocabulary = VOCABULARIES[chosen.chat.key]
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    config = HunYuanDenseV1Config(**TINY_CONFIG, dtype="bfloat16")
+    ids = dict(bos_token_id=vocabulary.bos_id, eos_token_id=vocabulary.eos_id, pad_token_id=vocabulary.pad_id)
+    config = HunYuanDenseV1Config(**{**TINY_CONFIG, "num_key_value_heads": _KV_HEADS[chosen.chat.key]},
+                                  **ids, **vocabulary.config, vocab_size=vocabulary.size,
+                                  tie_word_embeddings=vocabulary.tied_embeddings, dtype="bfloat16")
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    if vocabulary.tied_embeddings:
+        # Tied to the output head, random embeddings make the hidden state mostly the token just read, so greedy
+        # decoding repeats the assistant marker (a special token: an empty answer). Drawn smaller, the layers decide.
+        with torch.no_grad():
+            model.get_input_embeddings().weight.mul_(0.3)
     model.generation_config = GenerationConfig(
-        bos_token_id=127958, eos_token_id=127960, pad_token_id=127961,
-        do_sample=True, top_k=20, top_p=0.6, temperature=0.7, repetition_penalty=1.05,
+        **ids, do_sample=True, top_k=20, top_p=0.6, temperature=0.7, repetition_penalty=1.05,
     )
     model.save_pretrained(out)
     config_path = out / "config.json"  # each model's hub repository is tencent/ and its own name
     saved = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{FAMILIES[family].name}", **saved}, indent=2) + "\n")
-    build_tokenizer().save_pretrained(out)
+    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{chosen.name}", **saved}, indent=2) + "\n")
+    build_tokenizer(vocabulary).save_pretrained(out)
     _readable_by_all(out)
     return out
 

@@ -29,10 +29,12 @@ async def metrics(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> JSONResponse:
-    # Built per request: whether quality best is offered is known only once the server (and its fusion model)
-    # is up.
+    # Built per request: whether quality best is offered, and which instructions the model has prompts for, are
+    # known only once the server (and its fusion model) is up.
     service = request.app.state.service
-    return JSONResponse(build_spec(service.settings, service.quality_json()["best"]))
+    family = service.engine.family if service.engine else None
+    offered = frozenset(name for name in ("style", "background") if family and getattr(family, name))
+    return JSONResponse(build_spec(service.settings, service.quality_json()["best"], offered))
 
 
 ROUTES = [

@@ -2,7 +2,7 @@
 
 The target language comes from the model name's suffix ("hunyuan-mt:de") or the extra field `target_language`
 (`extra_body` in the OpenAI clients); `source_language` is optional (auto-detected by default). The extra fields
-`glossary`, `context` and `quality` are those of /translate.
+`glossary`, `context`, `quality`, `style` and `background` are those of /translate.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 async def models(request: Request) -> JSONResponse:
     service: Service = request.app.state.service
     created = int(service.started_at_wall)
-    # Which model runs (known once it is loaded): an extra field that OpenAI clients keep in model_extra.
-    family = service.engine.family.name if service.engine else None
+    # Which model runs and under which license (known once it is loaded): extra fields that OpenAI clients keep in
+    # model_extra.
+    family = service.engine.family if service.engine else None
     names = [MODEL_NAME] + [f"{MODEL_NAME}:{lang.code}" for lang in LANGUAGES]
-    return JSONResponse({"object": "list", "data": [{"id": n, "object": "model", "created": created,
-                                                     "owned_by": "hymt", "root": family} for n in names]})
+    return JSONResponse({"object": "list", "data": [
+        {"id": n, "object": "model", "created": created, "owned_by": "hymt", "root": family and family.name,
+         "license": family and family.license} for n in names]})
 
 
 def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bool]:

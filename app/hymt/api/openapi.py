@@ -12,6 +12,7 @@ from ..planner.tiers import TIERS_BY_NAME
 from ..settings import Settings
 from .alternatives import ALTERNATIVES_LIMIT
 from .openai_compat import MODEL_NAME, ROLES
+from .parsing import MAX_STYLE_CHARS
 
 # At least one character that is not white space, as str.strip counts it: spelled out, because regular expression
 # engines disagree on \s (ECMA's leaves out U+001C-U+001F and U+0085, and adds U+FEFF).
@@ -49,7 +50,9 @@ def _errors(schema: str, keys: bool, quality: bool = False) -> dict:
         "503": _error(schema, "Starting, stopped or shutting down (draining)", retry_after=True),
     }
     if quality:
-        errors["422"] = _error(schema, "quality best asked where the server has no fusion model (the reason is said)")
+        errors["422"] = _error(schema, "quality best asked where the server has no fusion model, or style or "
+                                       "background where the model served has no official prompt for it, or both "
+                                       "(the reason is said)")
     if keys:
         errors["401"] = _error(schema, "No API key (api_key or Authorization: Bearer)")
         errors["403"] = _error(schema, "A wrong API key")
@@ -64,9 +67,30 @@ def _object(properties: dict, required: list[str], **extra) -> dict:
     return {"type": "object", "properties": properties, "required": required, **extra}
 
 
-def build_spec(settings: Settings, best: bool = False) -> dict:
+def _instructions(settings: Settings, offered: frozenset[str]) -> tuple[dict, dict]:
+    """`style` and `background` in a JSON body and in a form: text where the model served has an official prompt
+    for them, else only null (JSON) or nothing (a form), since the server refuses any text with a 422."""
+    limits = {"style": MAX_STYLE_CHARS, "background": settings.max_chars}
+    says = {"style": "the translation's style, e.g. formal or marketing (Hy-MT2's style prompt)",
+            "background": "background information the translation takes into account (Hy-MT2's background "
+                          "prompt; HY-MT1.5's contextual-translation prompt)"}
+    json_fields, form_fields = {}, {}
+    for name, limit in limits.items():
+        if name in offered:
+            text = {"maxLength": limit, "pattern": NONBLANK, "description": says[name] + (
+                "; a segment with glossary terms gets the terminology prompt instead" if name == "style" else "")}
+            json_fields[name], form_fields[name] = {"type": ["string", "null"], **text}, {"type": "string", **text}
+        else:
+            unavailable = f"{says[name]}: not offered by the model served (422)"
+            json_fields[name], form_fields[name] = {"type": "null", "description": unavailable}, \
+                {"not": {}, "description": unavailable}
+    return json_fields, form_fields
+
+
+def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] = frozenset()) -> dict:
     """The document for these settings; `best`: whether quality best is available (known once the server is up:
-    it needs a fusion model that fits beside the translation model)."""
+    it needs a fusion model that fits beside the translation model); `offered`: which of style and background the
+    model served has official prompts for (known once it is loaded)."""
     keys = bool(settings.api_keys)
     codes = language_codes()
     text = {"type": "string", "maxLength": settings.max_chars, "pattern": NONBLANK}
@@ -94,20 +118,27 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
                     "description": "best: six candidate translations under varied decoding settings, fused into "
                                    "one by Hunyuan-MT-Chimera-7B (about seven times the work); offered only where "
                                    "the server has a fusion model (/health's quality)"}}
+    instructions, instructions_form = _instructions(settings, offered)
+    quality_fields.update(instructions)
+    # No official prompt gives both: a body with both as text is refused (422).
+    one_instruction = {"not": {"required": ["style", "background"], "properties": {
+        "style": {"type": "string"}, "background": {"type": "string"}}}} if {"style", "background"} <= offered else {}
     # In a form every value is text: context "true" or "false". A form's glossary is a JSON string of the list,
     # which a schema cannot describe exactly, so it is said in words only.
-    quality_form = {"context": {"type": "string", "enum": ["true", "false"]}, "quality": quality_fields["quality"]}
+    quality_form = {"context": {"type": "string", "enum": ["true", "false"]}, "quality": quality_fields["quality"],
+                    **instructions_form}
     translate = _object({"q": texts, "source": source, "target": target,
                          "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
                          "alternatives": {"type": "integer", "minimum": 0, "maximum": ALTERNATIVES_LIMIT,
                                           "description": "distinct other translations per text, best first "
                                                          "(sampled side by side; format text or html)"},
-                         "api_key": api_key, **quality_fields}, ["q", "target"])
+                         "api_key": api_key, **quality_fields}, ["q", "target"], **one_instruction)
     # In a form every value is text: a list is the field repeated, a number its digits.
     translate_form = _object({**{k: v for k, v in translate["properties"].items() if k != "glossary"},
                               **quality_form, "api_key": api_key_form, "alternatives": {"type": "string",
                                                                "pattern": f"^0*[0-{ALTERNATIVES_LIMIT}]$"}},
-                             ["q", "target"], description="a form; glossary may be sent as a JSON string of the list")
+                             ["q", "target"], description="a form; glossary may be sent as a JSON string of the list",
+                             **one_instruction)
     form_content = {"application/x-www-form-urlencoded": {"schema": translate_form},
                     "multipart/form-data": {"schema": translate_form}}
     detect = _object({"q": texts, "api_key": api_key}, ["q"])
@@ -115,7 +146,7 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
     detect_form = {"application/x-www-form-urlencoded": {"schema": detect_in_form},
                    "multipart/form-data": {"schema": detect_in_form}}
     page = _object({"text": text, "source": source, "target": target, "stream": {"type": "boolean"},
-                    "greedy": {"type": "boolean"}, **quality_fields}, ["text", "target"])
+                    "greedy": {"type": "boolean"}, **quality_fields}, ["text", "target"], **one_instruction)
     part = _object({"type": {"type": "string", "const": "text"}, "text": any_text}, ["type", "text"])
     content = {"anyOf": [any_text, {"type": "array", "items": part, "maxItems": settings.max_texts}]}
     message = _object({"role": {"type": "string", "enum": list(ROLES)}, "content": content}, ["role", "content"])
@@ -134,7 +165,7 @@ def build_spec(settings: Settings, best: bool = False) -> dict:
         **quality_fields},
         ["messages"],
         anyOf=[{"required": ["target_language"]},
-               {"required": ["model"], "properties": {"model": {"enum": suffixed}}}])
+               {"required": ["model"], "properties": {"model": {"enum": suffixed}}}], **one_instruction)
 
     def post(summary: str, body: dict, ok: dict, errors: str = "Error", quality: bool = False) -> dict:
         operation = {"summary": summary, "requestBody": body,

@@ -259,9 +259,13 @@ def flag(data: dict, field: str, default: bool = False) -> bool:
 QUALITIES = ("standard", "best")
 
 
+MAX_STYLE_CHARS = 200
+
+
 def options(data: dict, settings: Settings) -> Options:
     """The translation options of a request: `glossary` (a list of {source, target}; a JSON string of it in a
-    form) and `context` (the document's preceding segments as context; on by default where the model has it)."""
+    form), `context` (the document's preceding segments as context; on by default where the model has it), and
+    `style` and `background` (for a model with official prompts for them: the engine refuses them otherwise)."""
     value = data.get("glossary")
     if isinstance(value, str):
         try:
@@ -269,7 +273,24 @@ def options(data: dict, settings: Settings) -> Options:
         except ValueError:
             raise BadRequest("glossary must be a JSON list of {\"source\", \"target\"} objects",
                              error_type="invalid_json") from None
-    return Options(glossary=tuple(parse_request(value)), context=flag(data, "context", settings.context))
+    return Options(glossary=tuple(parse_request(value)), context=flag(data, "context", settings.context),
+                   style=instruction(data, "style", MAX_STYLE_CHARS),
+                   background=instruction(data, "background", settings.max_chars))
+
+
+def instruction(data: dict, field: str, max_chars: int) -> str | None:
+    """An optional instruction text (`style`, `background`): absent or null for none, else text that is not blank."""
+    value = data.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{field} must be a string or null, not {type(value).__name__}", error_type="invalid_type")
+    if not value.strip():
+        raise BadRequest(f"{field} is blank: leave it out (or null) for none", error_type="empty_text")
+    if len(value) > max_chars:
+        raise BadRequest(f"{field} of {len(value)} characters is over the limit of {max_chars}",
+                         error_type="text_too_long")
+    return value.strip()
 
 
 def quality(data: dict) -> str:

@@ -36,6 +36,8 @@ class Options:
     context: bool = True  # the preceding segments as context, where the model has a context prompt
     max_segment_tokens: int | None = None  # shorter segments than the setting's (quality best: fusion prompts fit)
     formatted: bool = False  # the texts carry inline markup markers (documents) that the translation must keep
+    style: str | None = None  # the translation's style, for a model with an official style prompt (Hy-MT2)
+    background: str | None = None  # background information, for a model with an official prompt for it
 
 
 @dataclass(eq=False)

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ModelLoadError
-from ..family import Identified, identify
+from ..family import Identified, check_supported, identify
 from ..planner.tiers import Tier
-from ..prompts import CHAT_TEMPLATE, PAD_TOKEN, STOP_TOKEN
 from . import weights
 
 log = logging.getLogger("hymt.loader")
 
 SUPPORTED_MODEL_TYPES = ("hunyuan_v1_dense",)
+MOE_MODEL_TYPE = "hy_v3"  # Hy-MT2-30B-A3B's architecture, a Mixture of Experts
 
 
 @dataclass
@@ -49,6 +49,7 @@ def resolve_checkpoint(model: str) -> Path:
         return path
     if model.startswith((".", "/", "~")) or exists:
         raise ModelLoadError(f"model directory {model} does not exist")
+    check_supported(model)  # before a download of tens of gigabytes that would be refused
     try:
         from huggingface_hub import snapshot_download
 
@@ -127,6 +128,9 @@ def load_config(checkpoint: Path):
         config = AutoConfig.from_pretrained(checkpoint)
     except Exception as exc:  # noqa: BLE001 - an unreadable config is one user-facing error
         raise ModelLoadError(f"cannot read {checkpoint}/config.json: {exc}") from None
+    if config.model_type == MOE_MODEL_TYPE:
+        raise ModelLoadError(f"{checkpoint} holds Hy-MT2-30B-A3B ({MOE_MODEL_TYPE}, a Mixture of Experts), which hymt "
+                             "does not serve: use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B")
     if config.model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelLoadError(f"{checkpoint} holds a {config.model_type!r} model; hymt serves the Hunyuan-MT family "
                              f"({', '.join(SUPPORTED_MODEL_TYPES)})")
@@ -194,13 +198,23 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
         weights.quantize_int4(model_obj, torch.device("cuda", 0))
         model_obj.to("cuda:0")
 
-    if not getattr(tokenizer, "chat_template", None):
-        log.warning("%s has no chat template; using the official Hunyuan-MT one", checkpoint)
-        tokenizer.chat_template = CHAT_TEMPLATE
+    chat = identified.family.chat
+    if not getattr(tokenizer, "chat_template", None) or not chat.renders_officially(tokenizer):
+        log.warning("%s has no chat template or one that does not render the official %s prompt; using the "
+                    "official one", checkpoint, identified.family.name)
+        tokenizer.chat_template = chat.template
     tokenizer.padding_side = "left"
-    stop_id = tokenizer.convert_tokens_to_ids(STOP_TOKEN)
+    stop_id = tokenizer.convert_tokens_to_ids(chat.stop)
     if stop_id is None or stop_id == tokenizer.unk_token_id:
-        raise ModelLoadError(f"{checkpoint}'s tokenizer has no {STOP_TOKEN} token: not a Hunyuan-MT tokenizer")
-    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+        raise ModelLoadError(f"{checkpoint}'s tokenizer has no {chat.stop} token: not a {identified.family.name} "
+                             "tokenizer (set HYMT_MODEL_FAMILY if the name misleads)")
+    # The checkpoint's own end-of-answer ids stop decoding too, as in transformers' generate.
+    declared = getattr(getattr(model_obj, "generation_config", None), "eos_token_id", None)
+    declared = declared if isinstance(declared, list) else [declared]
+    stop_ids = list(dict.fromkeys([stop_id, *(i for i in declared if isinstance(i, int))]))
+    pad_id = tokenizer.convert_tokens_to_ids(chat.pad) if chat.pad else tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = getattr(config, "pad_token_id", None)
+        pad_id = stop_id if pad_id is None else pad_id
     return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint,
-                  stop_ids=[stop_id], pad_id=pad_id, load_s=time.perf_counter() - started, family=identified)
+                  stop_ids=stop_ids, pad_id=pad_id, load_s=time.perf_counter() - started, family=identified)

@@ -1,8 +1,8 @@
 """From a request's texts to the engine's sequences: segmenting, each segment's official prompt (with its
-glossary entries, or the document's preceding text as context, or the formatted-translation prompt for inline
-markers), its tokens and its output budget; the fusion prompts of quality "best"; and the stricter prompt a
-segment gets again when its translation missed a glossary term. Text work only: it runs on the caller's thread
-(submitting) or the text worker's (retries), never on the engine's.
+glossary entries, or the request's style or background, or the document's preceding text as context, or the
+formatted-translation prompt for inline markers), its tokens and its output budget; the fusion prompts of quality
+"best"; and the stricter prompt a segment gets again when its translation missed a glossary term. Text work only:
+it runs on the caller's thread (submitting) or the text worker's (retries), never on the engine's.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ class Prompter:
         """Segment texts (each with its source language, None if unknown) into a job with one sequence per
         segment. Each segment's prompt holds the glossary entries occurring in it, or else (where the model has a
         context prompt) the document's preceding source segments; a segment with inline markup markers
-        (options.formatted) gets the formatted-translation prompt instead."""
+        (options.formatted) gets the formatted-translation prompt instead. A style or background the model has no
+        official prompt for is refused (422) before any work."""
+        self._check_instructions(options)
         # A document's segments are counted again as the context of the ones after them.
         count = functools.cache(self.count_tokens)
         max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
@@ -51,8 +53,10 @@ class Prompter:
             # Markers are kept only by the formatted prompt, and no official prompt combines it with terms.
             marked = options.formatted and prompts.has_markers(text)
             terms = [] if marked else glossary.applicable(entries[key], text)
-            context = self._context(documents[d], s, count) if options.context and not (terms or marked) else ""
-            message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked)
+            instructed = terms or marked or options.style or options.background
+            context = self._context(documents[d], s, count) if options.context and not instructed else ""
+            message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked,
+                                              style=options.style, background=options.background)
             wanted, prompt_ids = self._wanted(text, count), self._prompt(message)
             if context and not self._fits_whole_budget(prompt_ids, wanted):
                 prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
@@ -95,6 +99,19 @@ class Prompter:
         return self._sequence(job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling,
                               seq.min_new_tokens)
 
+    def _check_instructions(self, options: Options) -> None:
+        """The request's style and background need the served model's official prompt for them; no official prompt
+        combines the two."""
+        asked = [name for name in ("style", "background") if getattr(options, name)]
+        for name in asked:
+            if not getattr(self.family, name):
+                raise BadRequest(f"{name} needs a model with an official {name} prompt (Hy-MT2-7B, Hy-MT2-1.8B"
+                                 f"{'; HY-MT1.5 for background' if name == 'background' else ''}); the model served "
+                                 f"is {self.family.name}", error_type=f"unsupported_{name}", status=422)
+        if len(asked) == 2:
+            raise BadRequest("style and background cannot be combined: no official prompt gives both",
+                             error_type="unsupported_combination", status=422)
+
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
 
@@ -118,11 +135,12 @@ class Prompter:
         return "\n".join(reversed(chosen))
 
     def _prompt(self, message: str) -> list[int]:
-        return self.encode(prompts.render(self.tokenizer, message))
+        return self.encode(prompts.render(self.tokenizer, message, self.family))
 
     def _wanted(self, text: str, count: Callable[[str], int] | None = None) -> int:
-        """The output budget a segment's source text asks for."""
-        return cleanup.max_new_tokens((count or self.count_tokens)(text), self.settings.max_new_tokens)
+        """The output budget a segment's source text asks for, within the model's recommended output cap."""
+        cap = min(self.settings.max_new_tokens, self.family.max_new_tokens or self.settings.max_new_tokens)
+        return cleanup.max_new_tokens((count or self.count_tokens)(text), cap)
 
     def _fits_whole_budget(self, prompt_ids: list[int], wanted: int) -> bool:
         """Whether a prompt (with context, or fusing candidates) leaves the segment its whole output budget in its

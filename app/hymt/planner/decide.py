@@ -11,24 +11,27 @@ import json
 import logging
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..family import CHIMERA_7B, Family, from_name, identify
+from ..errors import ConfigError, HymtError
+from ..family import CHIMERA_7B, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT15_1_8B, Family, from_name, identify
 from .decision import Decision, FusionPlan
 from .fusion import plan_with_fusion
-from .gpu import visible_gpu
+from .gpu import GpuMemory, visible_gpu
 from .plan import plan
-from .shapes import HUNYUAN_MT_7B_SHAPE, ModelShape
+from .shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
 
 log = logging.getLogger("hymt.planning")
 
 
-def checkpoint_shape(model: str) -> tuple[ModelShape, str]:
-    """The checkpoint's shape and where it was read; the built-in 7B shape while the checkpoint is not on disk."""
+def checkpoint_shape(model: str, family: Family | None = None) -> tuple[ModelShape, str]:
+    """The checkpoint's shape and where it was read; while the checkpoint is not on disk (before a download, or
+    `hymt profile --family` without one), the built-in shape of the model named."""
     from ..engine.loader import load_config
 
     path = Path(model).expanduser()
     if not path.is_dir():
-        return HUNYUAN_MT_7B_SHAPE, "built-in Hunyuan-MT-7B shape (checkpoint not on disk yet)"
+        family = family or HUNYUAN_MT_7B
+        shape = HY_MT_1_8B_SHAPE if family.small else HUNYUAN_MT_7B_SHAPE
+        return shape, f"built-in {family.name} shape (no checkpoint on disk)"
     return ModelShape.from_config(load_config(path)), str(path / "config.json")
 
 
@@ -42,17 +45,37 @@ def decision_for(settings) -> Decision:
             return decision
         except (ValueError, TypeError, AttributeError) as exc:
             raise ConfigError(f"cannot read decision file {settings.decision_file}: {exc}") from None
-    shape, source = checkpoint_shape(settings.model)
+    # A checkpoint on disk is read (and refused, for an architecture hymt does not serve) before it is identified.
+    named = None if Path(settings.model).expanduser().is_dir() else _family(settings)
+    shape, source = checkpoint_shape(settings.model, named)
+    family = named or _family(settings)
     gpu = visible_gpu(settings.gpu_memory_gb)
-    if _family(settings) is CHIMERA_7B:
-        decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
-            "same", reason="the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"))
-    elif settings.fusion_model:
-        decision = plan_with_fusion(shape, checkpoint_shape(settings.fusion_model)[0], gpu, settings)
-    else:
-        decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
-            "off", reason="no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"))
+    try:
+        if family is CHIMERA_7B:
+            decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
+                "same", reason="the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"))
+        elif settings.fusion_model:
+            fusion_shape = checkpoint_shape(settings.fusion_model, from_name(settings.fusion_model))[0]
+            decision = plan_with_fusion(shape, fusion_shape, gpu, settings)
+        else:
+            decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
+                "off", reason="no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"))
+    except HymtError as exc:
+        raise _naming_the_small_models(exc, shape, gpu, settings) from None
     return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
+
+
+def _naming_the_small_models(refused: HymtError, shape: ModelShape, gpu: GpuMemory | None, settings) -> HymtError:
+    """A larger model refused for want of memory: the refusal names the 1.8B models when their shape fits."""
+    if refused.error_type != "does_not_fit" or shape.weight_bytes("bf16") <= HY_MT_1_8B_SHAPE.weight_bytes("bf16"):
+        return refused
+    try:
+        small = plan(HY_MT_1_8B_SHAPE, gpu, settings)
+    except HymtError:
+        return refused
+    return HymtError(f"{refused.message}; a 1.8B model fits ({small.profile}): set HYMT_MODEL to "
+                     f"tencent/{HY_MT2_1_8B.name} ({HY_MT2_1_8B.license}) or tencent/{HY_MT15_1_8B.name}",
+                     error_type="does_not_fit", status=refused.status)
 
 
 def _family(settings) -> Family | None:

@@ -59,7 +59,10 @@ class ModelShape:
         per_linear = {"fp32": 4.0, "bf16": 2.0, "int8": 1.0 + 4.0 / self.hidden_size, "int4": 0.5 + 4 / 128,
                       "nf4": 0.5 + 1 / 64 + 4 / (64 * 256)}[weights]
         per_other = 4.0 if weights == "fp32" else 2.0
-        return int(self.linear_params * per_linear + self.other_params * per_other)
+        # INT4 keeps the output head in 8 bits (engine/weights.py): with tied embeddings a copy beside the 16-bit
+        # embeddings, which the 1.8B models' plan on a 4 GB card must count.
+        tied_head = self.vocab_size * self.hidden_size if weights == "int4" and self.tied_embeddings else 0
+        return int(self.linear_params * per_linear + self.other_params * per_other) + tied_head
 
     def kv_bytes_per_token(self, kv_cache: str) -> int:
         slots = 2 * self.num_layers * self.num_kv_heads
@@ -85,7 +88,12 @@ def _get(obj, key: str):
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
-# The shape of Hunyuan-MT-7B (FACTS.md), which Chimera and HY-MT1.5-7B share; used only when the checkpoint's
-# config cannot be read yet (before a download). Not the model family of the same name (hymt.family.HUNYUAN_MT_7B).
+# The shape of Hunyuan-MT-7B (FACTS.md), which Chimera, HY-MT1.5-7B and Hy-MT2-7B share; used only when the
+# checkpoint's config cannot be read yet (before a download, or `hymt profile --family`). Not the model family of
+# the same name (hymt.family.HUNYUAN_MT_7B).
 HUNYUAN_MT_7B_SHAPE = ModelShape(hidden_size=4096, intermediate_size=14336, num_layers=32, num_heads=32,
                                  num_kv_heads=8, head_dim=128, vocab_size=128167, tied_embeddings=False)
+# The shape HY-MT1.5-1.8B and Hy-MT2-1.8B share (their published config.json as FACTS.md quotes it: no official
+# repository states it), for the same use.
+HY_MT_1_8B_SHAPE = ModelShape(hidden_size=2048, intermediate_size=6144, num_layers=32, num_heads=16, num_kv_heads=4,
+                              head_dim=128, vocab_size=120818, tied_embeddings=True)

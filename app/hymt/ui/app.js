@@ -161,7 +161,8 @@ async function translate({ typed = false } = {}) {
   }
   if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
   const request = { text, source: $("source").value, target: $("target").value,
-                    quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms() };
+                    quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms(),
+                    ...instructions() };
   if (typed && state.lastSent === JSON.stringify(request)) return;  // nothing changed since the last translation
   state.lastSent = JSON.stringify(request);
   updateUrl();
@@ -302,7 +303,7 @@ async function showAlternatives() {
     const response = await fetch("/translate", {
       method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify({ q: text, source: $("source").value, target: $("target").value, alternatives: 3,
-                             glossary: glossaryTerms() }) });
+                             glossary: glossaryTerms(), ...instructions() }) });
     const body = await response.json().catch(() => null);
     if (!response.ok) { showError(response.status, body); return; }
     const list = $("alternatives");
@@ -394,7 +395,11 @@ async function pollHealth() {
     const h = await (await fetch("/health")).json();
     const gpu = h.gpu_memory_total_gb ? `on the GPU (${h.gpu_memory_used_gb} of ${h.gpu_memory_total_gb} GB)`
       : "on the CPU";
-    if (h.model_family) $("model").textContent = h.model_family.name;
+    if (h.model_family) {
+      $("model").textContent = h.model_family.name;
+      $("license").textContent = `License: ${h.model_family.license}`;
+    }
+    showInstructions(h.model_family);
     showQuality(h.quality);
     const waiting = h.queue_depth ? `, ${h.queue_depth} sentences waiting` : "";
     const words = {
@@ -419,6 +424,21 @@ function showQuality(quality) {
     ? `Six translations fused into one by Hunyuan-MT-Chimera-7B: about seven times the work of one translation, ` +
       `and the text appears when it is done.`
     : `Not available here: ${quality.reason}`;
+}
+
+function showInstructions(family) {
+  // Style and background fields only where the model has official prompts for them (the server refuses them else).
+  for (const name of ["style", "background"]) $(`${name}-field`).hidden = !(family && family[`${name}_prompt`]);
+  $("instructions").hidden = $("style-field").hidden && $("background-field").hidden;
+}
+
+function instructions() {
+  // The style and background filled in, where offered; one at a time (no official prompt combines them).
+  for (const name of ["style", "background"]) {
+    const value = $(name).value.trim();
+    if (!$(`${name}-field`).hidden && value) return { [name]: value };
+  }
+  return {};
 }
 
 function glossaryRow(source = "", target = "") {
@@ -525,6 +545,7 @@ async function init() {
     $(select).addEventListener("change", () => { $(filter).value = ""; refreshPickers(); languagesChanged(); });
   }
   $("input").addEventListener("input", () => { updateCounter(); scheduleTyping(); });
+  for (const name of ["style", "background"]) $(name).addEventListener("input", scheduleTyping);
   $("input").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); } });
   $("translate").addEventListener("click", () => translate());
   $("swap").addEventListener("click", swap);
