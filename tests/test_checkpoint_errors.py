@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hymt.errors import ModelLoadError
-from hymt.engine.loader import resolve_checkpoint
+from hymt.checkpoint import resolve_checkpoint
 
 NOBODY = 65534
 
@@ -43,7 +43,7 @@ def make_private(path: Path) -> None:
 
 def resolve_as_the_appliance(path: Path) -> subprocess.CompletedProcess:
     """The check as a user without root's power to read any file (root drops CAP_DAC_OVERRIDE for it)."""
-    code = ("import sys\nfrom hymt.engine.loader import resolve_checkpoint\nfrom hymt.errors import ModelLoadError\n"
+    code = ("import sys\nfrom hymt.checkpoint import resolve_checkpoint\nfrom hymt.errors import ModelLoadError\n"
             f"try: resolve_checkpoint({str(path)!r})\nexcept ModelLoadError as e: print(e.message); sys.exit(1)")
     prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.getuid() == 0 else []
     return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from .. import cleanup, segment
 from ..errors import Cancelled, HymtError
@@ -15,8 +15,11 @@ from ..glossary import Term
 from ..languages import Language
 from .scheduler import Sequence
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class Canceller(Protocol):
+    """What a job needs of the engine it runs on (engine.Engine): a way to cancel it."""
+
+    def cancel(self, job: "Job") -> None: ...
 
 
 @dataclass
@@ -59,7 +62,7 @@ class Job:
     error: HymtError | None = None
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
-    engine: "Engine | None" = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
+    engine: Canceller | None = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
     partials: dict[int, "IncrementalText"] = field(default_factory=dict, repr=False)  # streamed segments' text
 
     @property

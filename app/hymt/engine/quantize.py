@@ -12,10 +12,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..checkpoint import load_config, resolve_checkpoint
 from ..errors import ConfigError, HymtError
 from ..languages import BY_CODE, is_chinese
 from ..prompts import render, user_message
-from .loader import load_config, resolve_checkpoint
 
 log = logging.getLogger("hymt.quantize")
 

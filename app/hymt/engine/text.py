@@ -9,21 +9,34 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import cleanup, glossary
-from ..errors import BadRequest, Overloaded
+from ..errors import BadRequest, HymtError, Overloaded
 from .jobs import Event, Job
+from .prompting import Prompter
 from .scheduler import Sequence
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 log = logging.getLogger("hymt.engine")
 
 
+class Finishing(Protocol):
+    """What the text worker needs of the engine (engine.Engine): its tokenizer's decoding, its prompts for a
+    retry, and the job's ending or its segment's return to the queue."""
+
+    prompter: Prompter
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+    def end(self, job: Job, error: HymtError | None) -> bool: ...
+
+    def fail(self, job: Job, why: str) -> None: ...
+
+    def requeue(self, seq: Sequence) -> None: ...
+
+
 class TextWorker:
-    def __init__(self, engine: "Engine"):
+    def __init__(self, engine: Finishing):
         self.engine = engine
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="hymt-text", daemon=True)

@@ -10,6 +10,6 @@ quality best's fusion model goes, and the decision the server runs with; the GPU
   gpu.py       what GPU this process sees and how much memory it has
 
 The planner reads the settings it is handed by their attributes and imports no hymt.settings, which takes its
-profile names from tiers.py (as the command line and the OpenAPI document do). decide.py alone stands above the
-engine: it reads the checkpoint's config through the engine's loader.
+profile names from tiers.py (as the command line and the OpenAPI document do). decide.py reads the checkpoint's
+config through hymt.checkpoint, as the engine's loader does; the planner imports nothing from the engine.
 """

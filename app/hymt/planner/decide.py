@@ -1,8 +1,8 @@
 """The decision the server runs with: read from the entrypoint's decision file when there is one, else planned now
 for the checkpoint's shape, the card this process sees and the fusion model, if any.
 
-The one module of the planner above the engine: it reads the checkpoint's config through the engine's loader, so
-that a checkpoint the loader would refuse is refused here, before anything starts."""
+It reads the checkpoint's config as the engine's loader does (hymt.checkpoint), so that a checkpoint the loader
+would refuse is refused here, before anything starts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import logging
 from pathlib import Path
 
+from ..checkpoint import load_config
 from ..errors import ConfigError, HymtError
 from ..family import CHIMERA_7B, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT15_1_8B, Family, from_name, identify
 from .decision import Decision, FusionPlan
@@ -25,8 +26,6 @@ log = logging.getLogger("hymt.planning")
 def checkpoint_shape(model: str, family: Family | None = None) -> tuple[ModelShape, str]:
     """The checkpoint's shape and where it was read; while the checkpoint is not on disk (before a download, or
     `hymt profile --family` without one), the built-in shape of the model named."""
-    from ..engine.loader import load_config
-
     path = Path(model).expanduser()
     if not path.is_dir():
         family = family or HUNYUAN_MT_7B
