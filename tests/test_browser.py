@@ -401,6 +401,28 @@ def test_favicon(page, server):
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
 
 
+def test_page_modules_load_as_javascript_without_errors(browser, server):
+    """The page's script is native ES modules from /static, each of which a browser runs only when it comes with a
+    JavaScript media type; every module in the ui folder is loaded, and a translation logs no error."""
+    from hymt.api.page import UI_DIR
+
+    context = browser.new_context()
+    pg = context.new_page()
+    errors, scripts = [], {}
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("response", lambda r: scripts.update({r.url.rsplit("/", 1)[1]: (r.status, r.headers["content-type"])})
+          if r.request.resource_type == "script" else None)
+    pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
+    pg.wait_for_function(IDLE)
+    assert pg.get_attribute("script[src]", "type") == "module"
+    assert set(scripts) == {p.name for p in UI_DIR.glob("*.js")}
+    for name, (status, media_type) in scripts.items():
+        assert status == 200 and media_type.split(";")[0] in ("text/javascript", "application/javascript"), name
+    assert errors == []
+    context.close()
+
+
 CONTRAST_JS = """() => {
   // WCAG 2 contrast of every visible text against the background it is drawn on (alpha composited).
   const parse = (c) => { const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };

@@ -1,0 +1,21 @@
+// The API key, where the server requires one: the field, kept in this browser, sent as a Bearer.
+import { $ } from "./state.js";
+
+const KEY_STORAGE = "hymt-api-key";
+
+export function askForKey(message) {
+  // The server requires API keys: the field shows, keeps what is typed in this browser, and is sent as a Bearer.
+  $("key-field").hidden = false;
+  if (message) { $("message").textContent = message; $("api-key").focus(); }
+}
+
+export function authHeaders() {
+  const key = $("api-key").value.trim();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+export function initApiKey(settings) {
+  $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
+  $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORAGE, $("api-key").value.trim()));
+  if (settings.keyRequired) askForKey($("api-key").value ? "" : "This server requires an API key: enter it above.");
+}

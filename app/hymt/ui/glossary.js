@@ -1,0 +1,82 @@
+// The glossary: terms kept for this browser tab, imported from .tsv or .csv, and the report of terms missed.
+import { showError } from "./messages.js";
+import { $, state } from "./state.js";
+
+const GLOSSARY_KEY = "hymt.glossary";  // sessionStorage: the glossary lives as long as the tab
+
+function glossaryRow(source = "", target = "") {
+  const row = document.createElement("tr");
+  for (const [value, label] of [[source, "Source term"], [target, "Translation"]]) {
+    const input = document.createElement("input");
+    input.value = value;
+    input.setAttribute("aria-label", label);
+    input.addEventListener("input", saveGlossary);
+    row.insertCell().append(input);
+  }
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.textContent = "✕";
+  remove.setAttribute("aria-label", "Remove term");
+  remove.addEventListener("click", () => { row.remove(); saveGlossary(); });
+  row.insertCell().append(remove);
+  $("glossary-rows").append(row);
+  return row;
+}
+
+export function glossaryTerms() {
+  const terms = [];
+  for (const row of $("glossary-rows").rows) {
+    const [source, target] = [...row.querySelectorAll("input")].map((i) => i.value.trim());
+    if (source && target) terms.push({ source, target });
+  }
+  return terms;
+}
+
+function saveGlossary() {
+  const terms = glossaryTerms();
+  sessionStorage.setItem(GLOSSARY_KEY, JSON.stringify(terms));
+  $("glossary-count").textContent = `(${terms.length} ${terms.length === 1 ? "term" : "terms"})`;
+}
+
+function parseTermFile(name, text) {
+  // Two columns, source and translation; a first row of language codes or column names is a header.
+  const sep = /\.csv$/i.test(name) ? "," : "\t";
+  const codes = new Set(state.languages.map((l) => l.code.toLowerCase()));
+  const rows = text.split(/\r?\n/).filter((line) => line.trim()).map((line) =>
+    line.split(sep).map((cell) => cell.trim().replace(/^"(.*)"$/, "$1")));
+  if (rows.length && rows[0].length >= 2 &&
+      rows[0].slice(0, 2).every((c) => codes.has(c.toLowerCase()) || /^(source|target|term|translation)$/i.test(c))) {
+    rows.shift();
+  }
+  return rows.filter((r) => r.length >= 2 && r[0] && r[1]);
+}
+
+async function importGlossary(file) {
+  const rows = parseTermFile(file.name, await file.text());
+  if (!rows.length) { showError(400, { error: `${file.name} has no rows of two columns (term, translation)` }); return; }
+  for (const [source, target] of rows) glossaryRow(source, target);
+  saveGlossary();
+  $("glossary").open = true;
+}
+
+export function showGlossaryReport(report) {
+  const el = $("glossary-report");
+  el.classList.remove("missed");
+  if (!report) { el.textContent = ""; return; }
+  if (!report.misses.length) {
+    el.textContent = `Glossary: ${report.terms_applied} terms applied, all found in the translation.`;
+    return;
+  }
+  const missed = report.misses.map((m) => `segment ${m.segment + 1}: ` +
+    m.missing.map((t) => `${t.source} → ${t.target}`).join(", "));
+  el.textContent = `Glossary: ${report.terms_applied} terms applied; missed (after a retry) in ${missed.join("; ")}`;
+  el.classList.add("missed");
+}
+
+export function initGlossary() {
+  for (const { source, target } of JSON.parse(sessionStorage.getItem(GLOSSARY_KEY) || "[]")) glossaryRow(source, target);
+  saveGlossary();
+  $("glossary-add").addEventListener("click", () => { glossaryRow().querySelector("input").focus(); });
+  $("glossary-clear").addEventListener("click", () => { $("glossary-rows").replaceChildren(); saveGlossary(); });
+  $("glossary-file").addEventListener("change", (e) => { if (e.target.files[0]) importGlossary(e.target.files[0]); e.target.value = ""; });
+}

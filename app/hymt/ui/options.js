@@ -1,0 +1,28 @@
+// The translation options the server offers: quality best, and the style or background instruction.
+import { $ } from "./state.js";
+
+export function showQuality(quality) {
+  if (!quality) return;
+  const box = $("quality-best");
+  box.disabled = !quality.best;
+  if (!quality.best) box.checked = false;
+  $("quality-note").textContent = quality.best
+    ? `Six translations fused into one by Hunyuan-MT-Chimera-7B: about seven times the work of one translation, ` +
+      `and the text appears when it is done.`
+    : `Not available here: ${quality.reason}`;
+}
+
+export function showInstructions(family) {
+  // Style and background fields only where the model has official prompts for them (the server refuses them else).
+  for (const name of ["style", "background"]) $(`${name}-field`).hidden = !(family && family[`${name}_prompt`]);
+  $("instructions").hidden = $("style-field").hidden && $("background-field").hidden;
+}
+
+export function instructions() {
+  // The style and background filled in, where offered; one at a time (no official prompt combines them).
+  for (const name of ["style", "background"]) {
+    const value = $(name).value.trim();
+    if (!$(`${name}-field`).hidden && value) return { [name]: value };
+  }
+  return {};
+}

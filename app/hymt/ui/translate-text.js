@@ -1,0 +1,114 @@
+// The text box: translation as you type or on request (streamed), the counter, swap and clear.
+import { hideAlternatives } from "./alternatives.js";
+import { glossaryTerms, showGlossaryReport } from "./glossary.js";
+import { say, showError } from "./messages.js";
+import { instructions } from "./options.js";
+import { refreshPickers, showDetected } from "./pickers.js";
+import { $, state } from "./state.js";
+import { cancelRunning, postStream } from "./streaming.js";
+import { updateUrl } from "./url-state.js";
+
+export function updateCounter() {
+  const n = $("input").value.length;
+  $("counter").textContent = `${n.toLocaleString()} / ${state.charLimit.toLocaleString()}`;
+  $("counter").classList.toggle("over", n > state.charLimit);
+}
+
+export async function translate({ typed = false } = {}) {
+  // typed: from translate-as-you-type (quiet when there is nothing to do); otherwise the button or Ctrl+Enter.
+  clearTimeout(state.typingTimer);
+  const text = $("input").value;
+  if (!text.trim()) {
+    cancelRunning();
+    if (!typed) $("message").textContent = "Nothing to translate yet: type or paste some text first.";
+    return;
+  }
+  if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
+  const request = { text, source: $("source").value, target: $("target").value,
+                    quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms(),
+                    ...instructions() };
+  if (typed && state.lastSent === JSON.stringify(request)) return;  // nothing changed since the last translation
+  state.lastSent = JSON.stringify(request);
+  updateUrl();
+  if (!typed) $("output-pane").scrollIntoView({ block: "nearest" });  // on a phone the result is below the text
+  $("output").textContent = "";
+  showGlossaryReport(null);
+  const progress = $("progress");
+  const targetName = (state.languages.find((l) => l.code === request.target) || { name: request.target }).name;
+  await postStream("/api/translate", {
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ ...request, stream: true }),
+  }, (kind, body) => {
+    if (kind === "start") {
+      progress.max = Math.max(1, body.segments);
+      showDetected(body.detectedLanguage);
+      if (body.quality === "best") $("output").textContent = "Translating six candidates…";
+    } else if (kind === "candidates") {
+      $("output").textContent = "Fusing the candidates…";
+    } else if (kind === "progress" || kind === "token") {
+      progress.value = body.done;
+      $("output").textContent = body.partial;
+    } else if (kind === "done") {
+      progress.value = progress.max;
+      $("output").textContent = body.translatedText;
+      showGlossaryReport(body.glossary);
+      say(`Translation into ${targetName} finished: ${body.translatedText.slice(0, 300)}`);
+    } else if (kind === "error") {
+      showError(0, body);
+    }
+  });
+}
+
+export function languagesChanged() {
+  // A new pair: the URL follows, and the text (if any) is translated again as if typed.
+  state.detected = $("source").value === "auto" ? state.detected : null;
+  if ($("source").value !== "auto") showDetected(null);
+  updateUrl();
+  scheduleTyping();
+}
+
+function scheduleTyping() {
+  // Translate as you type: once the typing pauses for the server's frontendTimeout; a newer request cancels the
+  // one running.
+  clearTimeout(state.typingTimer);
+  state.typingTimer = setTimeout(() => translate({ typed: true }), state.typingDelay);
+}
+
+function clearAll() {
+  // Back to an empty page: the text, the translation and every report about them.
+  cancelRunning();
+  clearTimeout(state.typingTimer);
+  state.lastSent = null;
+  $("input").value = ""; $("output").textContent = ""; $("message").textContent = ""; $("note").textContent = "";
+  showDetected(null); showGlossaryReport(null); hideAlternatives(); say("");
+  $("download").hidden = true;
+  updateCounter(); updateUrl(); $("input").focus();
+}
+
+function swap() {
+  const source = $("source"), target = $("target");
+  const from = source.value === "auto" ? state.detected : source.value;
+  if (!from) {
+    $("message").textContent = "Nothing to swap yet: the source language is detected with the first " +
+      "translation; translate first, or pick the source language.";
+    return;
+  }
+  $("message").textContent = "";
+  const to = target.value;
+  $("source-filter").value = ""; $("target-filter").value = "";
+  refreshPickers();
+  source.value = to; target.value = from;
+  const out = $("output").textContent;
+  if (out) { $("input").value = out; $("output").textContent = ""; updateCounter(); }
+  showDetected(null);
+  languagesChanged();
+}
+
+export function initTextBox() {
+  $("input").addEventListener("input", () => { updateCounter(); scheduleTyping(); });
+  for (const name of ["style", "background"]) $(name).addEventListener("input", scheduleTyping);
+  $("input").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); } });
+  $("translate").addEventListener("click", () => translate());
+  $("swap").addEventListener("click", swap);
+  $("clear").addEventListener("click", clearAll);
+}
