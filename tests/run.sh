@@ -50,5 +50,5 @@ if [ -z "${HYMT_SKIP_QUANTIZE_TESTS:-}" ] && [ $# -eq 0 ]; then
   fi
   .venv-quantize/bin/pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
   .venv-quantize/bin/pip install -q --disable-pip-version-check -e ".[quantize]" pytest==9.2.0 pytest-timeout==2.4.0
-  .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/test_quantize.py
+  .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/engine/test_quantize.py
 fi

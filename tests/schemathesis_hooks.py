@@ -1,5 +1,5 @@
 """schemathesis hooks (SCHEMATHESIS_HOOKS): a strategy for each media type the file endpoints accept, making
-documents of that format from generated words, since random bytes are no document (test_hostile.py)."""
+documents of that format from generated words, since random bytes are no document (fuzzing.py)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import hymt
+import samples
 
 DOCUMENTS = Path(hymt.__file__).parent / "documents"
 
@@ -110,3 +111,21 @@ def test_html_fragments_are_read_and_written_off_the_event_loop(in_process, monk
                                                    "target": "de", "format": "html"})
     assert response.status_code == 200 and response.json()["translatedText"].startswith("<p>")
     assert on_loop == []
+
+
+def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
+    from hymt.api import pipeline
+    from hymt.api.service import Service
+    from hymt.languages import resolve
+
+    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    upload = asyncio.run(pipeline.open_upload(service.settings, ".docx", "three.docx", samples.docx_three_runs(),
+                                              resolve("en"), resolve("de")))
+    result = asyncio.run(pipeline.translate(service, upload, None))
+    assert result.markup_fallbacks == 0 and sum(result.paths.values()) == 1
+    runs, links = samples.docx_formatting(result.data)
+    bold = [text for text, b, _ in runs if b]
+    italic = [text for text, _, i in runs if i]
+    assert len(bold) == 1 and bold[0].strip() and bold[0] != "Save"
+    assert len(italic) == 1 and italic[0].strip() and italic[0] != "cancel"
+    assert len(links) == 1 and links[0].strip() and links[0] != "the site"

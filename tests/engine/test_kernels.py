@@ -1,6 +1,6 @@
 """The Triton kernels (engine/kernels/) against torch's path: on a GPU as they run there (bf16), elsewhere in
 Triton's interpreter (float32 and float16; it has no bfloat16) in a subprocess, since the interpreter is chosen when
-the kernels are defined. Each check is also a plain function, so `python tests/test_kernels.py cuda` runs them all
+the kernels are defined. Each check is also a plain function, so `python tests/engine/test_kernels.py cuda` runs them all
 on a GPU machine."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-APP = Path(__file__).resolve().parents[1] / "app"
+APP = Path(__file__).resolve().parents[2] / "app"
 sys.path.insert(0, str(APP))
 
 from hymt.engine import model as model_module  # noqa: E402
@@ -267,7 +267,7 @@ def test_kernel_on_the_gpu(check):
 
 
 def main(argv: list[str]) -> int:
-    """python tests/test_kernels.py DEVICE [DTYPE [CHECK [MODEL_DIR]]]: run one check, or all of them."""
+    """python tests/engine/test_kernels.py DEVICE [DTYPE [CHECK [MODEL_DIR]]]: run one check, or all of them."""
     device = argv[0]
     dtype = getattr(torch, argv[1]) if len(argv) > 1 else torch.bfloat16
     if len(argv) > 2 and argv[2] == "decoding_step":

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 import srt as srt_lib
+from browsers import LAN_HOST
 from servers import Server, serving
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# hymt.lan stands for the appliance's address on a LAN: plain HTTP that is not localhost, so not a secure context
-# (no navigator.clipboard), as a colleague's browser sees it.
-LAN_HOST = "hymt.lan"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-         f"--host-resolver-rules=MAP {LAN_HOST} 127.0.0.1"]
 IDLE = "document.querySelector('#output').textContent.length > 0 && !document.querySelector('#translate').disabled"
 
 
@@ -25,18 +17,6 @@ IDLE = "document.querySelector('#output').textContent.length > 0 && !document.qu
 def server(test_model, tmp_path_factory):
     with serving(test_model, tmp_path_factory.mktemp("logs") / "browser.log", HYMT_MAX_CHARS="2000") as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium package is not installed (tests/run.sh installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
@@ -112,10 +92,10 @@ def test_upload_srt_and_download_result(page, tmp_path):
 def test_upload_docx_and_download_same_structure(page, tmp_path):
     import docx
 
-    from test_documents import _docx
+    import samples
 
     source = tmp_path / "report.docx"
-    source.write_bytes(_docx())
+    source.write_bytes(samples.docx_structured())
     page.select_option("#target", "de")
     page.set_input_files("#file", str(source))
     page.wait_for_selector("#download:not([hidden])")

@@ -93,11 +93,10 @@ def test_make_test_model(tmp_path):
 def test_documents_by_extension(test_model, tmp_path):
     import docx
 
-    sys.path.insert(0, os.path.dirname(__file__))
-    from test_documents import _docx
+    import samples
 
     source = tmp_path / "report.docx"
-    source.write_bytes(_docx())
+    source.write_bytes(samples.docx_structured())
     out = tmp_path / "out.docx"
     result = run("translate", "--model", str(test_model), "--to", "fr", "--greedy", str(source), "-o", str(out))
     assert result.returncode == 0, result.stderr
@@ -150,7 +149,7 @@ def server(test_model, tmp_path_factory):
 def test_through_a_running_server(server, tmp_path):
     import docx
 
-    from test_documents import _docx
+    import samples
 
     lines = ["First line.", "", "  Indented second.", "Third."]
     result = run("translate", "--server", server.url, "--api-key", "k1", "--to", "de", "-",
@@ -161,7 +160,7 @@ def test_through_a_running_server(server, tmp_path):
     assert f"hymt: sending stdin.txt to {server.url}" in result.stderr and "hymt: loading" not in result.stderr
 
     source = tmp_path / "report.docx"
-    source.write_bytes(_docx())
+    source.write_bytes(samples.docx_structured())
     result = run("translate", "--server", server.url, "--api-key", "k1", "--to", "fr", str(source))
     assert result.returncode == 0, result.stderr
     assert f"{tmp_path / 'report.fr.docx'}: 7 segments translated" in result.stderr

@@ -16,7 +16,6 @@ from lxml import etree, html as lxml_html
 
 from servers import Server, sse_events
 import samples
-from test_documents import HTML, ODF_SAMPLES, PO, XLIFF12, _docx, _docx_shape, _formatting, _odf_shape, _three_runs_docx
 
 
 @pytest.fixture(scope="module")
@@ -43,31 +42,31 @@ def translate_file(server, name: str, data: bytes, target: str = "de", source: s
 
 
 def test_docx_round_trip(server):
-    data = _docx()
+    data = samples.docx_structured()
     body, out = translate_file(server, "report.docx", data)
     assert body["name"] == "report.de.docx" and body["segments"] == 7
     before, after = docx.Document(io.BytesIO(data)), docx.Document(io.BytesIO(out))
     # Random weights drop markers, so runs of a fallen-back paragraph may merge: paragraphs, styles, tables,
     # cells and links are compared; runs where the markers came back.
     assert [p.style.name for p in after.paragraphs] == [p.style.name for p in before.paragraphs]
-    assert _docx_shape(after)[1] == _docx_shape(before)[1]
+    assert samples.docx_shape(after)[1] == samples.docx_shape(before)[1]
     if body["markup_fallback_segments"] == 0:
-        assert _docx_shape(after) == _docx_shape(before)
+        assert samples.docx_shape(after) == samples.docx_shape(before)
 
 
 def test_html_po_xliff_srt_xlsx_pptx_round_trip(server):
-    _, out = translate_file(server, "page.html", HTML)
+    _, out = translate_file(server, "page.html", samples.HTML)
     page = lxml_html.fromstring(out)
     assert page.get("lang") == "de" and page.xpath("//script")[0].text == 'var a = "keep me";'
     assert [e.tag for e in page.iter("h1", "p", "div", "img", "pre")] == \
-        [e.tag for e in lxml_html.fromstring(HTML).iter("h1", "p", "div", "img", "pre")]
+        [e.tag for e in lxml_html.fromstring(samples.HTML).iter("h1", "p", "div", "img", "pre")]
 
-    _, out = translate_file(server, "app.pot", PO.encode())
+    _, out = translate_file(server, "app.pot", samples.PO.encode())
     catalogue = polib.pofile(out.decode())
     assert catalogue.metadata["Language"] == "de" and len(catalogue) == 3
     assert sorted(catalogue[1].msgstr_plural) == [0, 1]
 
-    _, out = translate_file(server, "strings.xliff", XLIFF12)
+    _, out = translate_file(server, "strings.xliff", samples.XLIFF12)
     assert etree.fromstring(out).find(".//{urn:oasis:names:tc:xliff:document:1.2}file").get("target-language") == "de"
 
     subs = "1\n00:00:01,000 --> 00:00:02,500\nHello there, my friend.\n\n2\n00:00:03,000 --> 00:00:04,000\nBye.\n"
@@ -134,27 +133,27 @@ def test_frontend_settings_advertise_files(server):
 
 
 def test_bold_italic_and_link_keep_their_formatting(server):
-    body, out = translate_file(server, "runs.docx", _three_runs_docx())
+    body, out = translate_file(server, "runs.docx", samples.docx_three_runs())
     # The test model loses every marker: asked again strictly, then run by run, never the safe form.
     assert body["markup_segments"] == {"markers": 0, "strict": 0, "runs": 1, "safe_form": 0}
     assert body["markup_fallback_segments"] == 0
-    runs, links = _formatting(out)
+    runs, links = samples.docx_formatting(out)
     assert [b for _, b, _ in runs].count(True) == 1 and [i for _, _, i in runs].count(True) == 1
     assert len(links) == 1 and links[0].strip() and links[0] != "the site"
 
 
-@pytest.mark.parametrize("ext", list(ODF_SAMPLES))
+@pytest.mark.parametrize("ext", list(samples.ODF_SAMPLES))
 def test_odf_round_trip(server, ext):
     import zipfile
 
-    data = samples.odf(ext, ODF_SAMPLES[ext], picture=True)
+    data = samples.odf(ext, samples.ODF_SAMPLES[ext], picture=True)
     body, out = translate_file(server, f"sample{ext}", data)
     assert body["name"] == f"sample.de{ext}" and body["markup_segments"]["safe_form"] == 0
     before, after = zipfile.ZipFile(io.BytesIO(data)), zipfile.ZipFile(io.BytesIO(out))
     assert after.namelist() == before.namelist()
     # Runs translated apart come back as the spans they were; the elements and their attributes are the same.
-    assert _odf_shape(etree.fromstring(after.read("content.xml"))) == \
-        _odf_shape(etree.fromstring(before.read("content.xml")))
+    assert samples.odf_shape(etree.fromstring(after.read("content.xml"))) == \
+        samples.odf_shape(etree.fromstring(before.read("content.xml")))
 
 
 def test_a_file_named_otherwise_is_read_by_its_media_type(server):

@@ -11,7 +11,6 @@ import torch
 from hymt.cleanup import clean
 from hymt.family import HY_MT2_1_8B
 from servers import serving
-from test_browser import browser  # noqa: F401 - the headless Chromium fixture, shared
 
 TEXT = "Hello world. How are you?"
 INSTRUCTION = ("Translate the following text into German. Note that you should only output the translated result "
@@ -127,7 +126,7 @@ def test_the_page_shows_the_model_its_license_and_the_style_it_offers(browser, s
 
 def test_schemathesis_where_style_and_background_are_offered(checkpoint, tmp_path):
     """The OpenAPI document stays exact where the model has the instruction prompts: text accepted, both refused."""
-    from test_hostile import LIMITS, schemathesis
+    from fuzzing import LIMITS, schemathesis
 
     with serving(checkpoint, tmp_path / "fuzz.log", **LIMITS) as srv:
         schemathesis(srv.url, tmp_path, "--max-examples", "10", "--seed", "19")

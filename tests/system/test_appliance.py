@@ -18,7 +18,7 @@ from servers import free_port, wait_until
 
 pytestmark = pytest.mark.appliance
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MANIFESTS = sorted((ROOT / "k8s").glob("*.yaml"))
 

@@ -21,7 +21,7 @@ from servers import free_port, wait_until
 # A cold build (base image, torch, the pinned packages) takes minutes; the tests after it take seconds.
 pytestmark = [pytest.mark.image, pytest.mark.timeout(1800)]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "localhost/hymt-test-base:bookworm"
 IMAGE = "localhost/hymt:test"
 # supervisord's stopwaitsecs (HYMT_STOP_WAIT_S, 35 s) must end inside the runtime's stop timeout.

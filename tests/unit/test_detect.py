@@ -11,7 +11,7 @@ import pytest
 from hymt.detect import detect
 from hymt.languages import LANGUAGES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

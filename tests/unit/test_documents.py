@@ -14,7 +14,6 @@ import pptx
 import pytest
 import srt
 import webvtt
-from docx.oxml.ns import qn
 from ebooklib import epub
 from lxml import etree, html as lxml_html
 
@@ -73,23 +72,15 @@ def test_markdown_front_matter_untouched():
     assert out == "---\ntitle: My post\ntags: [a, b]\n---\n\nHELLO *THERE*.\n"
 
 
-HTML = b"""<!DOCTYPE html>
-<html lang="en"><head><title>My page</title><script>var a = "keep me";</script></head>
-<body><h1 class="t">Welcome</h1>
-<p id="p1">Press <b>Save</b> to keep <a href="/x" title="Go there">your changes</a>.<br>Next line <code>x = 1</code>.</p>
-<div>Outer text<p>Inner <em>para</em></p>tail text</div>
-<img src="a.png" alt="A cat"><pre>keep   this</pre><p translate="no">Brand</p></body></html>"""
-
-
 def _shape(el):
     return [(c.tag, dict(c.attrib), _shape(c)) for c in el if isinstance(c.tag, str)]
 
 
 def test_html_sentence_is_one_segment_and_tags_come_back():
-    prepared = open_document(".html", HTML, "de")
+    prepared = open_document(".html", samples.HTML, "de")
     assert "Press <s1>Save</s1> to keep <s2>your changes</s2>.<s3/>Next line <s4/>." in prepared.texts
-    out = run(".html", HTML)
-    before, after = lxml_html.fromstring(HTML), lxml_html.fromstring(out.data)
+    out = run(".html", samples.HTML)
+    before, after = lxml_html.fromstring(samples.HTML), lxml_html.fromstring(out.data)
     for el in before.iter():
         if el.get("alt") or el.get("title"):
             el.set("alt" if el.get("alt") else "title", (el.get("alt") or el.get("title")).upper())
@@ -101,7 +92,7 @@ def test_html_sentence_is_one_segment_and_tags_come_back():
 
 
 def test_html_dropped_markers_fall_back_without_losing_voids():
-    out = run(".html", HTML, translate=drop_markers)
+    out = run(".html", samples.HTML, translate=drop_markers)
     p1 = lxml_html.fromstring(out.data).get_element_by_id("p1")
     assert [c.tag for c in p1] == ["br", "code"] and p1.text.startswith("PRESS SAVE TO KEEP YOUR CHANGES")
     assert out.markup_fallbacks == 2  # the paragraph and the one with <em>
@@ -115,41 +106,11 @@ def test_html_encodings_and_no_invented_doctype():
     assert run(".html", b"  ").data == b"  "
 
 
-def _docx() -> bytes:
-    d = docx.Document()
-    d.sections[0].header.paragraphs[0].text = "Header words"
-    p = d.add_paragraph("Press ", style="Heading 1")
-    p.add_run("Save").bold = True
-    p.add_run(" to keep your changes.")
-    table = d.add_table(rows=2, cols=2)
-    for r, row in enumerate(table.rows):
-        for c, cell in enumerate(row.cells):
-            cell.text = f"cell {r} {c}"
-    link = d.add_paragraph("See ")
-    part_rel = d.part.relate_to("http://example.com", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK,
-                                is_external=True)
-    h = link._p.makeelement(qn("w:hyperlink"), {qn("r:id"): part_rel})
-    run_el = link.add_run("the site")._r
-    h.append(run_el)
-    link._p.append(h)
-    link.add_run(" now.")
-    out = io.BytesIO()
-    d.save(out)
-    return out.getvalue()
-
-
-def _docx_shape(d):
-    body = [(p.style.name, [(r.bold, r.italic) for r in p.runs], len(p._p.findall(qn("w:hyperlink"))))
-            for p in d.paragraphs]
-    tables = [[len(row.cells) for row in t.rows] for t in d.tables]
-    return body, tables
-
-
 def test_docx_keeps_runs_styles_tables_links_headers():
-    data = _docx()
+    data = samples.docx_structured()
     out = run(".docx", data)
     before, after = docx.Document(io.BytesIO(data)), docx.Document(io.BytesIO(out.data))
-    assert _docx_shape(after) == _docx_shape(before)
+    assert samples.docx_shape(after) == samples.docx_shape(before)
     assert [r.text for r in after.paragraphs[0].runs] == ["PRESS ", "SAVE", " TO KEEP YOUR CHANGES."]
     assert after.tables[0].cell(1, 1).text == "CELL 1 1"
     assert after.sections[0].header.paragraphs[0].text == "HEADER WORDS"
@@ -157,7 +118,7 @@ def test_docx_keeps_runs_styles_tables_links_headers():
 
 
 def test_docx_fallback_keeps_the_paragraph_whole():
-    out = run(".docx", _docx(), translate=drop_markers)
+    out = run(".docx", samples.docx_structured(), translate=drop_markers)
     after = docx.Document(io.BytesIO(out.data))
     assert after.paragraphs[0].text == "PRESS SAVE TO KEEP YOUR CHANGES." and out.markup_fallbacks == 2
     assert after.paragraphs[0].style.name == "Heading 1"
@@ -225,27 +186,8 @@ def test_srt_and_vtt_keep_timings():
     assert "NOTE keep" in out and "align:start" in out
 
 
-PO = '''msgid ""
-msgstr ""
-"Content-Type: text/plain; charset=UTF-8\\n"
-"Plural-Forms: nplurals=2; plural=(n != 1);\\n"
-
-#, python-format
-msgid "Hello %(name)s, you have {count} messages"
-msgstr ""
-
-msgid "One file"
-msgid_plural "%d files"
-msgstr[0] ""
-msgstr[1] ""
-
-msgid "Done"
-msgstr "Fertig"
-'''
-
-
 def test_po_fills_msgstr_plurals_and_keeps_placeholders():
-    prepared = open_document(".po", PO.encode(), "de")
+    prepared = open_document(".po", samples.PO.encode(), "de")
     assert "Hello <s1/>, you have <s2/> messages" in prepared.texts
     after = polib.pofile(finish(prepared, keep_markers(prepared.texts)).data.decode())
     assert after.metadata["Language"] == "de"
@@ -253,25 +195,13 @@ def test_po_fills_msgstr_plurals_and_keeps_placeholders():
     assert first.msgstr == "HELLO %(name)s, YOU HAVE {count} MESSAGES" and "fuzzy" in first.flags
     assert plural.msgstr_plural == {0: "ONE FILE", 1: "%d FILES"}
     assert done.msgstr == "Fertig" and "fuzzy" not in done.flags
-    lost = polib.pofile(run(".po", PO.encode(), translate=drop_markers).data.decode())
+    lost = polib.pofile(run(".po", samples.PO.encode(), translate=drop_markers).data.decode())
     assert lost[0].msgstr == "" and lost[1].msgstr_plural == {0: "", 1: ""}
-
-
-XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
-<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
- <file source-language="en" datatype="plaintext" original="a.txt"><body>
-  <trans-unit id="1"><source>Press <g id="b">Save</g> now<x id="br"/></source></trans-unit>
-  <trans-unit id="2" translate="no"><source>Brand</source></trans-unit>
- </body></file></xliff>"""
-XLIFF20 = b"""<?xml version="1.0" encoding="UTF-8"?>
-<xliff version="2.0" xmlns="urn:oasis:names:tc:xliff:document:2.0" srcLang="en">
- <file id="f1"><unit id="u1"><segment><source>Open <pc id="1">the file</pc><ph id="2"/></source></segment></unit>
- </file></xliff>"""
 
 
 def test_xliff_12_and_20_targets_and_states():
     ns = "urn:oasis:names:tc:xliff:document:1.2"
-    root = etree.fromstring(run(".xliff", XLIFF12).data)
+    root = etree.fromstring(run(".xliff", samples.XLIFF12).data)
     assert root.find(f"{{{ns}}}file").get("target-language") == "de"
     unit, skipped = root.iter(f"{{{ns}}}trans-unit")
     target = unit.find(f"{{{ns}}}target")
@@ -281,7 +211,7 @@ def test_xliff_12_and_20_targets_and_states():
     assert unit.find(f"{{{ns}}}source").xpath("string()") == "Press Save now"
     assert skipped.find(f"{{{ns}}}target") is None
     ns = "urn:oasis:names:tc:xliff:document:2.0"
-    root = etree.fromstring(run(".xlf", XLIFF20).data)
+    root = etree.fromstring(run(".xlf", samples.XLIFF20).data)
     segment = root.find(f".//{{{ns}}}segment")
     assert root.get("trgLang") == "de" and segment.get("state") == "translated"
     target = segment.find(f"{{{ns}}}target")
@@ -347,54 +277,21 @@ def _with_footnote(data: bytes) -> bytes:
 def test_docx_footnotes_translated():
     import zipfile
 
-    out = run(".docx", _with_footnote(_docx()))
+    out = run(".docx", _with_footnote(samples.docx_structured()))
     notes = zipfile.ZipFile(io.BytesIO(out.data)).read("word/footnotes.xml").decode()
     assert "A NOTE AT THE BOTTOM." in notes
     assert docx.Document(io.BytesIO(out.data)).paragraphs[0].text == "PRESS SAVE TO KEEP YOUR CHANGES."
-
-
-ODT_BODY = ('<text:h text:outline-level="1">Quarterly report</text:h>'
-            '<text:p>Press <text:span text:style-name="B">Save</text:span> to keep <text:a xlink:href="http://a.b/">'
-            'your changes</text:a>.<text:line-break/>Next<text:s text:c="2"/>line<text:note text:id="n1" '
-            'text:note-class="footnote"><text:note-citation>1</text:note-citation><text:note-body><text:p>A note.'
-            '</text:p></text:note-body></text:note></text:p>'
-            '<text:list><text:list-item><text:p>First <text:span text:style-name="I">item</text:span></text:p>'
-            '</text:list-item></text:list>'
-            '<table:table table:name="T"><table:table-row><table:table-cell office:value-type="string"><text:p>'
-            'cell text</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="42">'
-            '<text:p>42 apples</text:p></table:table-cell></table:table-row></table:table>'
-            '<text:p><draw:frame draw:name="img"><draw:image xlink:href="Pictures/a.png"/><svg:title>A cat'
-            '</svg:title></draw:frame>Caption text</text:p>')
-ODP_BODY = ('<draw:page draw:name="one"><draw:frame presentation:class="title"><draw:text-box><text:p>Quarterly '
-            'results</text:p></draw:text-box></draw:frame><draw:frame><draw:text-box><text:p>Sales grew <text:span '
-            'text:style-name="B">strongly</text:span></text:p></draw:text-box></draw:frame><presentation:notes>'
-            '<draw:frame><draw:text-box><text:p>Say hello</text:p></draw:text-box></draw:frame></presentation:notes>'
-            '</draw:page>')
-ODS_BODY = ('<table:table table:name="Data"><table:table-row><table:table-cell office:value-type="string"><text:p>Name'
-            '</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="42"><text:p>42'
-            '</text:p></table:table-cell><table:table-cell table:formula="of:=[.B1]*2" office:value-type="float" '
-            'office:value="84"><text:p>84</text:p></table:table-cell><table:table-cell office:value-type="date" '
-            'office:date-value="2024-12-05"><text:p>Dec 5, 2024</text:p></table:table-cell></table:table-row>'
-            '<table:table-row><table:table-cell office:value-type="string"><text:p>Total <text:span '
-            'text:style-name="B">sum</text:span></text:p><office:annotation><text:p>Checked by Anna</text:p>'
-            '</office:annotation></table:table-cell></table:table-row></table:table>')
-ODF_SAMPLES = {".odt": ODT_BODY, ".odp": ODP_BODY, ".ods": ODS_BODY}
-
-
-def _odf_shape(el):
-    """The element tree with attributes, without text: what translation must not change."""
-    return [(c.tag, dict(c.attrib), _odf_shape(c)) for c in el if isinstance(c.tag, str)]
 
 
 def _odf_words(root) -> list[str]:
     return [p.xpath("string()") for p in root.iter(f"{{{samples.NS['text']}}}p", f"{{{samples.NS['text']}}}h")]
 
 
-@pytest.mark.parametrize("ext", list(ODF_SAMPLES))
+@pytest.mark.parametrize("ext", list(samples.ODF_SAMPLES))
 def test_odf_round_trip_keeps_structure(ext):
     import zipfile
 
-    data = samples.odf(ext, ODF_SAMPLES[ext], master="<style:header><text:p>Header words</text:p></style:header>",
+    data = samples.odf(ext, samples.ODF_SAMPLES[ext], master="<style:header><text:p>Header words</text:p></style:header>",
                        picture=True)
     out = run(ext, data)
     assert out.markup_fallbacks == 0 and out.report()["markup_segments"]["markers"] > 0
@@ -404,7 +301,7 @@ def test_odf_round_trip_keeps_structure(ext):
     assert after.namelist() == before.namelist() and after.read("Pictures/a.png") == before.read("Pictures/a.png")
     for name in ("content.xml", "styles.xml"):
         old, new = etree.fromstring(before.read(name)), etree.fromstring(after.read(name))
-        assert _odf_shape(new) == _odf_shape(old)
+        assert samples.odf_shape(new) == samples.odf_shape(old)
         # Words upper-cased where they were translated; numbers, dates and formula results as they were.
         expected = [w if w in ("42", "84", "42 apples", "Dec 5, 2024", "1") else w.upper() for w in _odf_words(old)]
         assert _odf_words(new) == expected
@@ -412,11 +309,11 @@ def test_odf_round_trip_keeps_structure(ext):
 
 
 def test_odt_markers_and_the_safe_form():
-    prepared = open_document(".odt", samples.odf(".odt", ODT_BODY), "de")
+    prepared = open_document(".odt", samples.odf(".odt", samples.ODT_BODY), "de")
     assert "Press <s1>Save</s1> to keep <s2>your changes</s2>.<s3/>Next<s4/>line<s5/>" in prepared.texts
     assert {"A note.", "A cat", "<s1/>Caption text"} <= set(prepared.texts)
     assert "42 apples" not in prepared.texts
-    out = run(".odt", samples.odf(".odt", ODT_BODY), translate=drop_markers)
+    out = run(".odt", samples.odf(".odt", samples.ODT_BODY), translate=drop_markers)
     import zipfile
 
     content = etree.fromstring(zipfile.ZipFile(io.BytesIO(out.data)).read("content.xml"))
@@ -456,42 +353,19 @@ class Scripted:
         return answers
 
 
-def _three_runs_docx() -> bytes:
-    d = docx.Document()
-    p = d.add_paragraph("Press ")
-    p.add_run("Save").bold = True
-    p.add_run(" or ")
-    p.add_run("cancel").italic = True
-    p.add_run(" and see ")
-    rel = d.part.relate_to("http://example.com", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
-    link = p._p.makeelement(qn("w:hyperlink"), {qn("r:id"): rel})
-    link.append(p.add_run("the site")._r)
-    p._p.append(link)
-    p.add_run(".")
-    out = io.BytesIO()
-    d.save(out)
-    return out.getvalue()
-
-
-def _formatting(data: bytes) -> tuple[list, list[str]]:
-    p = docx.Document(io.BytesIO(data)).paragraphs[0]
-    return ([(r.text, r.bold, r.italic) for r in p.runs],
-            [link.xpath("string()") for link in p._p.findall(qn("w:hyperlink"))])
-
-
 @pytest.mark.parametrize("keep,runs_answered,path", [("strict", True, "strict"), ("never", True, "runs"),
                                                      ("never", False, "safe_form")])
 def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answered, path):
     from hymt.documents.translate import translate_document
 
-    prepared = open_document(".docx", _three_runs_docx(), "de")
+    prepared = open_document(".docx", samples.docx_three_runs(), "de")
     engine, seen = Scripted(keep, runs_answered), []
     done = asyncio.run(translate_document(prepared.texts, engine, lambda n, total: seen.append((n, total))))
     result = finish(prepared, done.texts, done.paths)
     counts = result.report()["markup_segments"]
     assert counts[path] == 1 and sum(counts.values()) == 1 and seen[-1] == (1, 1)
     assert "<s1> </s1> <s2> </s2> <s3> </s3>" in engine.prompts[1]  # the retry lists the tags it must keep
-    runs, links = _formatting(result.data)
+    runs, links = samples.docx_formatting(result.data)
     if path == "strict":
         assert runs == [("PRESS ", None, None), ("SAVE", True, None), (" OR ", None, None),
                         ("CANCEL", None, True), (" AND SEE ", None, None), (".", None, None)]
@@ -505,24 +379,6 @@ def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answ
         assert links == ["THE SITE"]
     else:
         assert runs == [("PRESS SAVE OR CANCEL AND SEE THE SITE.", None, None)] and links == []
-
-
-def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
-    from hymt.api import pipeline
-    from hymt.api.service import Service
-    from hymt.languages import resolve
-
-    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
-    upload = asyncio.run(pipeline.open_upload(service.settings, ".docx", "three.docx", _three_runs_docx(),
-                                              resolve("en"), resolve("de")))
-    result = asyncio.run(pipeline.translate(service, upload, None))
-    assert result.markup_fallbacks == 0 and sum(result.paths.values()) == 1
-    runs, links = _formatting(result.data)
-    bold = [text for text, b, _ in runs if b]
-    italic = [text for text, _, i in runs if i]
-    assert len(bold) == 1 and bold[0].strip() and bold[0] != "Save"
-    assert len(italic) == 1 and italic[0].strip() and italic[0] != "cancel"
-    assert len(links) == 1 and links[0].strip() and links[0] != "the site"
 
 
 def _pdf_blocks(data: bytes):
