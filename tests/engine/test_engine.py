@@ -2,15 +2,12 @@
 (mixed lengths, joining a running batch, chunked prefill, preempted and resumed), streaming, cancellation, and
 recovery from injected out-of-memory errors."""
 
-import math
 import threading
 import time
 
 import pytest
 import torch
 
-from hymt.engine.kvcache import KVArena
-from hymt.engine.sampler import Sampler
 from hymt.errors import GenerationError, NotReady, Overloaded
 from hymt.languages import resolve
 from hymt.prompts import Sampling
@@ -195,69 +192,6 @@ def test_stopping_ends_pending_jobs_with_an_error(cpu_settings):
         job.wait(10)
     with pytest.raises(NotReady):
         eng.submit([("Hello.", EN)], resolve("de"), GREEDY)
-
-
-def test_int8_arena_stores_per_token_scales_and_reads_back_close():
-    arena = KVArena(1, 8, 2, 16, "int8", torch.float32, torch.device("cpu"))
-    states = torch.randn(3, 2, 16)
-    arena.write(0, torch.tensor([5, 1, 2]), states, -states)
-    keys, values = arena.read(0, torch.tensor([1, 2, 5]))
-    assert arena.keys[0].dtype == torch.int8
-    assert torch.allclose(keys, states[[1, 2, 0]], atol=states.abs().max().item() / 100)
-    assert torch.allclose(values, -states[[1, 2, 0]], atol=states.abs().max().item() / 100)
-    whole, _ = arena.layer(0)
-    assert torch.equal(whole[[1, 2, 5]], keys)
-
-
-def test_padded_decoding_attention_equals_per_segment_attention(engine):
-    """The GPU fallback's one masked call for a decoding batch against the per-segment path."""
-    from hymt.engine.model import Batch
-
-    decoder = engine.runner.decoder
-    arena = KVArena(1, 64, decoder.num_kv_heads, decoder.head_dim, "fp32", torch.float32, torch.device("cpu"))
-    arena.keys[0].normal_()
-    arena.values[0].normal_()
-    decoder_arena, decoder.arena = decoder.arena, arena
-    try:
-        q = torch.randn(3, decoder.num_heads, decoder.head_dim)
-        starts, lengths = [1, 20, 40], [5, 17, 1]
-        batch = Batch(input_ids=torch.zeros(3, dtype=torch.long), positions=torch.zeros(3, dtype=torch.long),
-                      write_index=torch.zeros(3, dtype=torch.long), query_starts=torch.arange(4, dtype=torch.int32),
-                      kv_starts=torch.tensor(starts + [0], dtype=torch.int32),
-                      kv_lengths=torch.tensor(lengths, dtype=torch.int32), logits_index=torch.arange(3),
-                      max_query=1, max_kv=20)
-        padded = decoder._attend(0, q, batch, decoder._gather_plan(batch))
-        batch.spans = [(i, 1, s, n) for i, (s, n) in enumerate(zip(starts, lengths))]
-        assert torch.allclose(padded, decoder._attend(0, q, batch, decoder._span_plan(batch.spans)), atol=1e-5)
-    finally:
-        decoder.arena = decoder_arena
-
-
-def test_sampler_mixes_greedy_and_sampled_rows_and_holds_back_the_stop_token():
-    sampler = Sampler(4, 10, stop_ids=[9], device=torch.device("cpu"))
-    rows = [(GREEDY, 0), (Sampling(top_k=1), 0), (GREEDY, 1), (Sampling(top_k=1), 1)]  # (settings, min_new_tokens)
-    for row, (sampling, min_new) in enumerate(rows):
-        sampler.admit(row, sampling, min_new, 0, [0])
-    logits = torch.tensor([[0.0] * 9 + [5.0]] * 4)
-    logits[:, 3] = 4.0
-    index = torch.arange(4)
-    assert sampler.sample(logits, index, sampler.top_k_bound([0, 1, 2, 3])).tolist() == [9, 9, 3, 3]
-    assert sampler.seen[2, 3] and not sampler.seen[2, 5]
-    assert sampler.ints[2].tolist() == [1, 1, 1, 1]  # each row counted its token: min_new_tokens 1 is met
-    assert sampler.sample(logits, index, sampler.top_k_bound([0, 1, 2, 3])).tolist() == [9, 9, 9, 9]
-    sampler.admit(0, GREEDY, 0, 0, [1])  # token 1 was seen: the 1.05 penalty takes it below an unseen token 0
-    assert sampler.sample(torch.tensor([[2.0, 2.05] + [0.0] * 8]), index[:1], 10).tolist() == [0]
-
-
-def test_sampled_rows_draw_in_proportion_to_the_filtered_probabilities():
-    torch.manual_seed(0)
-    sampler = Sampler(1, 4, stop_ids=[3], device=torch.device("cpu"))
-    # Temperature 1, top-k 2 keeps tokens 0 and 1 (probabilities 3/4 and 1/4 between them), top-p 1 keeps both.
-    sampler.admit(0, Sampling(temperature=1.0, top_k=2, top_p=1.0, repetition_penalty=1.0), 0, 0, [3])
-    logits = torch.tensor([[math.log(3.0), 0.0, -1.0, -5.0]])
-    draws = [sampler.sample(logits, torch.tensor([0]), 2).item() for _ in range(4000)]
-    assert set(draws) == {0, 1}
-    assert 0.72 < draws.count(0) / len(draws) < 0.78
 
 
 def test_one_segment_in_flight_serves_them_one_by_one(cpu_settings):
