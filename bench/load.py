@@ -180,7 +180,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Watcher:
         self._thread.start()
         return self
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
-import torch  # noqa: E402
+import torch
 
-from hymt.engine import kernels  # noqa: E402
-from hymt.engine.model import silu_mul  # noqa: E402
+from hymt.engine import kernels
+from hymt.engine.model import silu_mul
 
 # (rows, columns) of q/k/v fused, o, gate/up fused, down, and the head.
 SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128167, 4096))

@@ -29,8 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import SENTENCES, Watcher  # noqa: E402
-from load import stop, wait_healthy  # noqa: E402
+from load import SENTENCES, Watcher, stop, wait_healthy  # noqa: E402  # noqa: E402
 from run import _engine_env, _pythonpath, hymt_serve  # noqa: E402
 
 

@@ -65,8 +65,8 @@ def table(results: dict) -> str:
     failed = [r for r in records if "error" in r]
     if failed:
         lines += ["", "Not measured in this run: " + "; ".join(
-            f"{r.get('engine', '')} {r.get('card_gb', '')} {r.get('scenario', '')} {r.get('what', '')}: {r['error']}"
-            for r in failed)]
+            f"{r.get('engine', '')} {r.get('card_gb', '')} "
+            f"{r.get('scenario', '')} {r.get('what', '')}: {r['error']}" for r in failed)]
     return "\n".join(lines) + "\n"
 
 

@@ -78,9 +78,10 @@ def build(model_dir: Path) -> dict:
 
 
 def environment() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
     import transformers
-    from importlib.metadata import PackageNotFoundError, version
 
     def installed(name):
         try:

@@ -29,9 +29,8 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import SENTENCES, percentile  # noqa: E402 - the benchmark's own sentences and percentiles
-from load import stop, wait_healthy  # noqa: E402
-from run import _pythonpath, hymt_serve  # noqa: E402
+from load import SENTENCES, percentile, stop, wait_healthy  # the benchmark's own sentences and percentiles
+from run import _pythonpath, hymt_serve
 
 MIB = 2 ** 20
 

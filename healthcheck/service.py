@@ -10,12 +10,12 @@ import json
 import logging
 import threading
 import time
-from collections import deque
-from pathlib import Path
 import urllib.error
 import urllib.request
 import xmlrpc.client
+from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from hymt.planner.gpu import GIB, process_gpu_memory_bytes, read_gpu
 from hymt.settings import Settings
@@ -203,7 +203,7 @@ def serve(settings: Settings) -> None:
     monitor = Monitor(settings)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the http.server API
+        def do_GET(self):  # the http.server API
             if self.path not in ("/", "/health"):
                 self._send(404, {"error": "not found", "error_type": "not_found"})
                 return

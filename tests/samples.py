@@ -255,7 +255,7 @@ HTML = b"""<!DOCTYPE html>
 <body><h1 class="t">Welcome</h1>
 <p id="p1">Press <b>Save</b> to keep <a href="/x" title="Go there">your changes</a>.<br>Next line <code>x = 1</code>.</p>
 <div>Outer text<p>Inner <em>para</em></p>tail text</div>
-<img src="a.png" alt="A cat"><pre>keep   this</pre><p translate="no">Brand</p></body></html>"""
+<img src="a.png" alt="A cat"><pre>keep   this</pre><p translate="no">Brand</p></body></html>"""  # noqa: E501 - a document
 
 PO = '''msgid ""
 msgstr ""

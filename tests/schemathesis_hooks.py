@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import samples  # noqa: E402
-from hymt.documents import media_types  # noqa: E402
+import samples
+from hymt.documents import media_types
 
 # Words of any script, and punctuation that no format here needs escaped.
 _WORD = st.text(st.characters(categories=("L", "Nd")), min_size=1, max_size=12)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chat import SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat, SEVEN_B_CHAT
+from .chat import SEVEN_B_CHAT, SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat
 from .errors import ConfigError, ModelLoadError
 
 log = logging.getLogger("hymt.family")

@@ -5,7 +5,7 @@ The server decides what it accepts, so the command and the server cannot disagre
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import httpx
 

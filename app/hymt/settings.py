@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .errors import ConfigError
 from .family import check_choice
@@ -89,7 +89,7 @@ class Settings:
     def supervisor_url(self) -> str:
         return f"unix://{self.run_dir}/supervisor.sock"
 
-    def replace(self, **changes) -> "Settings":
+    def replace(self, **changes) -> Settings:
         """A copy with command-line overrides applied (None means: keep the environment's value)."""
         settings = dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
         settings.validate()
@@ -125,7 +125,7 @@ class Settings:
             raise ConfigError("HYMT_MAX_SEGMENT_TOKENS must be between 16 and 4096 (input + output stay inside 8k)")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):

@@ -9,8 +9,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .chat import (SEVEN_B_CHAT, SMALL_ASSISTANT, SMALL_BOS, SMALL_CHAT, SMALL_STOP, SMALL_SYSTEM_END, SMALL_USER,
-                   SMALL_VOCAB_SIZE, ChatFormat)
+from .chat import (
+    SEVEN_B_CHAT,
+    SMALL_ASSISTANT,
+    SMALL_BOS,
+    SMALL_CHAT,
+    SMALL_STOP,
+    SMALL_SYSTEM_END,
+    SMALL_USER,
+    SMALL_VOCAB_SIZE,
+    ChatFormat,
+)
 from .family import FAMILIES, HUNYUAN_MT_7B
 from .languages import LANGUAGES
 from .prompts import XX_TEMPLATE, ZH_TEMPLATE

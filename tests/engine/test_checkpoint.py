@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hymt.errors import ModelLoadError
 from hymt.checkpoint import resolve_checkpoint
+from hymt.errors import ModelLoadError
 
 NOBODY = 65534
 

@@ -10,8 +10,7 @@ from transformers import AutoTokenizer
 
 from hymt import prompts
 from hymt.errors import ConfigError, ModelLoadError
-from hymt.family import (CHIMERA_7B, FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT2_7B, HY_MT15_1_8B, HY_MT15_7B,
-                         identify)
+from hymt.family import CHIMERA_7B, FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT2_7B, HY_MT15_1_8B, HY_MT15_7B, identify
 from hymt.glossary import Term
 from hymt.languages import resolve
 
@@ -110,7 +109,8 @@ def test_hy_mt2_terminology_prompts_are_the_official_ones():
         "Translate the following text into German. Note that you must ONLY output the translated result without any "
         "additional explanation:\n\nThe GPU.")
     assert prompts.terminology_message(EN, ZH, "The GPU.", [Term("GPU", "显卡")], HY_MT2_1_8B) == (
-        "参考下面的翻译：\nGPU 翻译成 显卡\n将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nThe GPU.")
+        "参考下面的翻译：\nGPU 翻译成 显卡\n"
+        "将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nThe GPU.")
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HY_MT2_7B, strict=True).startswith(
         "The translation must use exactly these translations of the terms:\nGPU translates to Grafikkarte\n")
 
@@ -144,7 +144,8 @@ def test_decoding_defaults_are_each_members_published_ones():
 def test_hy_mt15_terminology_prompt_is_the_official_one():
     terms = [Term("GPU", "Grafikkarte")]
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HY_MT15_7B) == (
-        "参考下面的翻译：\nGPU 翻译成 Grafikkarte\n\n将以下文本翻译为德语，注意只需要输出翻译后的结果，不要额外解释：\nThe GPU.")
+        "参考下面的翻译：\nGPU 翻译成 Grafikkarte\n\n"
+        "将以下文本翻译为德语，注意只需要输出翻译后的结果，不要额外解释：\nThe GPU.")
     two = [Term("GPU", "Grafikkarte"), Term("card", "Karte")]
     assert prompts.terminology_message(EN, DE, "x", two, HY_MT15_7B).startswith(
         "参考下面的翻译：\nGPU 翻译成 Grafikkarte\ncard 翻译成 Karte\n\n")
@@ -174,8 +175,9 @@ def test_hy_mt15_context_prompt_is_the_official_one():
 
 def test_hy_mt15_formatted_prompt_is_the_official_one():
     assert prompts.hy_mt15_formatted_message(ZH, "Hello <s1>world</s1>") == (
-        "将以下<source></source>之间的文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释，原文中的<sn></sn>标签表示标签内文本包含格式"
-        "信息，需要在译文中相应的位置尽量保留该标签。输出格式为：<target>str</target>\n\n<source>Hello <s1>world</s1></source>")
+        "将以下<source></source>之间的文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释，"
+        "原文中的<sn></sn>标签表示标签内文本包含格式信息，需要在译文中相应的位置尽量保留该标签。"
+        "输出格式为：<target>str</target>\n\n<source>Hello <s1>world</s1></source>")
 
 
 def test_chimera_fusion_prompt_is_the_official_one():

@@ -1,7 +1,7 @@
 """The Triton kernels (engine/kernels/) against torch's path: on a GPU as they run there (bf16), elsewhere in
 Triton's interpreter (float32 and float16; it has no bfloat16) in a subprocess, since the interpreter is chosen when
-the kernels are defined. Each check is also a plain function, so `python tests/engine/test_kernels.py cuda` runs them all
-on a GPU machine."""
+the kernels are defined. Each check is also a plain function, so `python tests/engine/test_kernels.py cuda` runs them
+all on a GPU machine."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ APP = Path(__file__).resolve().parents[2] / "app"
 sys.path.insert(0, str(APP))
 
 from hymt.engine import model as model_module  # noqa: E402
-from hymt.engine.kvcache import KVArena, quantize  # noqa: E402
+from hymt.engine.kvcache import KVArena  # noqa: E402
 
 HEADS, KV_HEADS, D = 8, 2, 16
 
@@ -192,9 +192,10 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
     arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
     fuses them, and with the kernels every linear layer through the matvec as start-up's timing may choose it, so
     that one row's down projection takes the SiLU inside."""
+    from transformers import AutoModelForCausalLM
+
     from hymt.engine.model import Batch, Decoder
     from hymt.engine.weights import fuse
-    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
     assert fuse(model) == (dtype != torch.float32)

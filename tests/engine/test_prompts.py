@@ -1,6 +1,5 @@
-from transformers import AutoTokenizer
-
 import pytest
+from transformers import AutoTokenizer
 
 from hymt import prompts
 from hymt.engine.jobs import Options

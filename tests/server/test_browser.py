@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 import srt as srt_lib
+
 from browsers import LAN_HOST
 from servers import Server, serving
 
@@ -383,7 +383,9 @@ def test_favicon(page, server):
 
 CONTRAST_JS = """() => {
   // WCAG 2 contrast of every visible text against the background it is drawn on (alpha composited).
-  const parse = (c) => { const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+  const parse = (c) => {
+    const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1];
+  };
   const over = (top, under) => [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
   const background = (el) => {
     const layers = [];

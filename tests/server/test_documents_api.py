@@ -14,8 +14,8 @@ import pytest
 import srt
 from lxml import etree, html as lxml_html
 
-from servers import Server, sse_events
 import samples
+from servers import Server, sse_events
 
 
 @pytest.fixture(scope="module")

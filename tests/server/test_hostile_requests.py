@@ -4,10 +4,6 @@ and the server stays healthy after. The OpenAPI document is fuzzed with schemath
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import pytest

@@ -10,7 +10,6 @@ import threading
 import time
 
 import httpx
-import pytest
 
 from servers import Server, sse_events
 

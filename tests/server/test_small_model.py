@@ -82,7 +82,7 @@ def test_page_endpoint_streams_and_takes_a_background(server, expected):
 
 
 def test_a_document_is_translated(server):
-    files = {"file": ("note.txt", "Good morning.\nSee you soon.\n".encode(), "text/plain")}
+    files = {"file": ("note.txt", b"Good morning.\nSee you soon.\n", "text/plain")}
     response = httpx.post(f"{server.url}/translate_file", files=files, data={"source": "en", "target": "de"},
                           timeout=60)
     assert response.status_code == 200, response.text

@@ -18,11 +18,10 @@ from ebooklib import epub
 from lxml import etree, html as lxml_html
 
 import samples
-from hymt.family import HUNYUAN_MT_7B
 from hymt.documents import FORMATS, extension, finish, open_document
 from hymt.documents.inline import MARKER
 from hymt.errors import GenerationError, UnsupportedFormat
-
+from hymt.family import HUNYUAN_MT_7B
 
 _SPLIT = re.compile(r"(<\s*/?\s*s\d+\s*/?\s*>)")
 
@@ -48,14 +47,14 @@ def test_unsupported_extension_lists_formats():
 
 
 def test_a_translation_missing_from_the_answer_is_an_explicit_error_not_a_crash():
-    prepared = open_document(".txt", "One.\nTwo.\n".encode(), "de")
+    prepared = open_document(".txt", b"One.\nTwo.\n", "de")
     with pytest.raises(GenerationError, match="1 translations came back for 2 segments") as failed:
         finish(prepared, ["EINS."])
     assert failed.value.status == 500
 
 
 def test_text_keeps_lines():
-    out = run(".txt", "First line.\n\n  Second line\r\n42\n".encode())
+    out = run(".txt", b"First line.\n\n  Second line\r\n42\n")
     assert out.data.decode() == "FIRST LINE.\n\n  SECOND LINE\r\n42\n" and out.segments == 2
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -28,7 +28,7 @@ MAX_QUEUE_WAIT_S = 120.0
 RETRY_S = 0.5
 
 
-def _listener(events: "asyncio.Queue[Event]") -> Callable[[Event], None]:
+def _listener(events: asyncio.Queue[Event]) -> Callable[[Event], None]:
     loop = asyncio.get_running_loop()
 
     def listener(event: Event) -> None:
@@ -38,7 +38,7 @@ def _listener(events: "asyncio.Queue[Event]") -> Callable[[Event], None]:
 
 
 async def submit(service: Service, items: list[tuple[str, Language | None]], target: Language, sampling: Sampling,
-                 stream: bool = False, options: Options = Options()) -> tuple[Job, "asyncio.Queue[Event]"]:
+                 stream: bool = False, options: Options = Options()) -> tuple[Job, asyncio.Queue[Event]]:
     """Queue a job; its events (every token too, when streaming) arrive on the returned asyncio queue.
     Tokenizing runs off the event loop."""
     engine = service.ready_engine()
@@ -49,7 +49,7 @@ async def submit(service: Service, items: list[tuple[str, Language | None]], tar
 
 
 async def queue_candidates(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                           options: Options) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
+                           options: Options) -> list[tuple[Job, asyncio.Queue[Event]]]:
     """Quality "best", first half: the texts queued once per candidate decoding setting, to run side by side in
     the engine's batch. Refused (422) before any work when no fusion model is available; all or none are queued."""
     fusion = service.fusion_engine()
@@ -60,7 +60,7 @@ async def queue_candidates(service: Service, items: list[tuple[str, Language | N
 
 async def queue_samplings(service: Service, items: list[tuple[str, Language | None]], target: Language,
                           samplings: tuple[Sampling, ...], options: Options
-                          ) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
+                          ) -> list[tuple[Job, asyncio.Queue[Event]]]:
     """The texts queued once per decoding setting, together, so that the engine's batch decodes them side by
     side; all or none are queued (a full queue refuses the request before any work)."""
     queued: list[tuple[Job, asyncio.Queue[Event]]] = []
@@ -74,7 +74,7 @@ async def queue_samplings(service: Service, items: list[tuple[str, Language | No
     return queued
 
 
-async def candidates_done(queued: list[tuple[Job, "asyncio.Queue[Event]"]],
+async def candidates_done(queued: list[tuple[Job, asyncio.Queue[Event]]],
                           request: Request | None) -> list[Job]:
     """The queued candidates once all are translated; the first failure (or the client leaving) cancels the rest."""
     try:
@@ -87,7 +87,7 @@ async def candidates_done(queued: list[tuple[Job, "asyncio.Queue[Event]"]],
     return [job for job, _ in queued]
 
 
-async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling) -> tuple[Job, "asyncio.Queue[Event]"]:
+async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling) -> tuple[Job, asyncio.Queue[Event]]:
     """Quality "best", second half: the candidates fused segment by segment by the fusion model."""
     events: asyncio.Queue[Event] = asyncio.Queue()
     job = await run_in_threadpool(service.fusion_engine().submit_fusion, jobs, sampling, _listener(events))
@@ -101,7 +101,7 @@ async def run_best(service: Service, items: list[tuple[str, Language | None]], t
     return await finished(job, events, request)
 
 
-async def events_until_done(job: Job, events: "asyncio.Queue[Event]",
+async def events_until_done(job: Job, events: asyncio.Queue[Event],
                             request: Request | None) -> AsyncIterator[Event]:
     """The job's events up to its one terminal event ("done" or "error"); a client that disconnects, or a
     consumer that stops early, has the job cancelled. Token events that queued up while the consumer was busy
@@ -111,7 +111,7 @@ async def events_until_done(job: Job, events: "asyncio.Queue[Event]",
         while True:
             try:
                 event = await asyncio.wait_for(events.get(), timeout=0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if request is not None and await request.is_disconnected():
                     log.info("client left: cancelling job %d", job.id)
                     return
@@ -137,7 +137,7 @@ async def run_to_end(service: Service, items: list[tuple[str, Language | None]],
     return await finished(job, events, request)
 
 
-async def finished(job: Job, events: "asyncio.Queue[Event]", request: Request | None) -> Job:
+async def finished(job: Job, events: asyncio.Queue[Event], request: Request | None) -> Job:
     """The job once it has ended; its error raised."""
     async for _ in events_until_done(job, events, request):
         pass

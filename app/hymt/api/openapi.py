@@ -188,8 +188,8 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         # types, so a client that sends one of them with any file name is understood.
         body = {"required": True, "content": {"multipart/form-data": {"schema": _object(
             {"file": {"type": "string", "format": "binary", "description": (
-                f"a document, by its file name's extension ({formats}) or else by the media type it is sent as "
-                f"({', '.join(accepted)})")},
+                f"a document, by its file name's extension ({formats}) "
+                f"or else by the media type it is sent as ({', '.join(accepted)})")},
              "source": source, "target": target, "api_key": api_key_form}, ["file", "target"]),
             "encoding": {"file": {"contentType": ", ".join(accepted)}}}}}
         operation = post(f"{summary}. Formats: {formats}", body, ok)["post"]

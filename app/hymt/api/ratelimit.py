@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import Overloaded
 

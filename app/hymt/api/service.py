@@ -7,12 +7,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from .. import detect
 from ..engine.engine import Engine
 from ..engine.startup import start
-from .. import detect
 from ..errors import HymtError, NotReady
 from ..planner.decision import Decision
 from ..planner.fusion import fusion_settings

@@ -4,7 +4,7 @@ same format with the same structure. One module per format family; base.py holds
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import BadRequest, HymtError, PayloadTooLarge, UnsupportedFormat
 from ..settings import Settings

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import GenerationError
 from . import inline
 from .inline import Item
-
 
 # HY-MT1.5's formatted-translation prompt asks for <target>...</target> around the answer.
 _TARGET_WRAPPER = re.compile(r"^\s*<target>|</target>\s*$")

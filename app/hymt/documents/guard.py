@@ -21,7 +21,6 @@ from ..errors import BadRequest, PayloadTooLarge
 from ..settings import Settings
 
 
-
 def parser() -> etree.XMLParser:
     """A new parser for each document: lxml parsers keep state, and documents are read in several threads."""
     return etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, load_dtd=False)
@@ -49,7 +48,7 @@ class Limits:
     segment_chars: int  # characters of one segment, as of one text request
 
     @classmethod
-    def of(cls, settings: Settings) -> "Limits":
+    def of(cls, settings: Settings) -> Limits:
         # The floors keep a small document readable under a small HYMT_MAX_FILE_BYTES: an empty .docx holds a
         # 438 kB style part, and every .docx that Word or python-docx writes starts from it.
         size = settings.max_file_bytes

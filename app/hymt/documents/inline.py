@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 from ..prompts import MARKER
 
@@ -20,7 +19,7 @@ from ..prompts import MARKER
 @dataclass(eq=False)
 class Tag:
     payload: object
-    children: list["Item"] = field(default_factory=list)
+    children: list[Item] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -28,7 +27,7 @@ class Void:
     payload: object
 
 
-Item = Union[str, Tag, Void]
+Item = str | Tag | Void
 
 
 def plain(items: list[Item]) -> str:

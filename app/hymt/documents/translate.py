@@ -11,8 +11,8 @@ reaches the total when the last retry is done.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from ..prompts import MARKER, has_markers, strict
 from .base import clean

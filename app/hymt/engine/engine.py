@@ -4,11 +4,11 @@ Callers (HTTP handlers, the CLI, the benchmark) submit texts and get a Job (engi
 engine's whole work: schedule (a segment joins at the next step and leaves the step it ends), run the step on the
 runner, and postprocess its tokens. A decoding step is launched, and the previous one's tokens are read and
 postprocessed while the GPU runs it (on the CPU, where a step runs as it is launched, in the same order); a segment
-that ended in step N has taken one extra row of step N+1, whose token is dropped. A prefill step waits for the step in flight first, so it sees every
-segment as it is. Everything textual (detokenizing, cleanup, glossary checks and their retries, events to
-listeners) happens on the text worker (engine/text.py), never on the engine thread or under its lock.
-Out-of-memory in a step preempts segments back to the queue, with what they generated, and shrinks the budget;
-nothing accepted is lost. Start-up is engine/startup.py.
+that ended in step N has taken one extra row of step N+1, whose token is dropped. A prefill step waits for the step
+in flight first, so it sees every segment as it is. Everything textual (detokenizing, cleanup, glossary checks and
+their retries, events to listeners) happens on the text worker (engine/text.py), never on the engine thread or under
+its lock. Out-of-memory in a step preempts segments back to the queue, with what they generated, and shrinks the
+budget; nothing accepted is lost. Start-up is engine/startup.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -201,7 +201,7 @@ class Engine:
                 self._collect()
             self._recover(step)
             return True
-        except Exception as exc:  # noqa: BLE001 - a failed step ends its jobs with an error, not the engine
+        except Exception as exc:  # a failed step ends its jobs with an error, not the engine
             log.exception("a %s step of %d segments failed", step.kind, len(step.sequences))
             self._step_over()
             if self._in_flight is not None and self._in_flight[0] is not step:

@@ -6,8 +6,9 @@ only the engine runs them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .. import cleanup, segment
 from ..errors import Cancelled, HymtError
@@ -19,13 +20,13 @@ from .scheduler import Sequence
 class Canceller(Protocol):
     """What a job needs of the engine it runs on (engine.Engine): a way to cancel it."""
 
-    def cancel(self, job: "Job") -> None: ...
+    def cancel(self, job: Job) -> None: ...
 
 
 @dataclass
 class Event:
     kind: str  # "token" (streaming jobs only), "segment", "done" or "error"
-    job: "Job"
+    job: Job
     index: int = -1
     num_done: int = 0  # segments finished when the event was sent
     error: HymtError | None = None
@@ -63,7 +64,7 @@ class Job:
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     engine: Canceller | None = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
-    partials: dict[int, "IncrementalText"] = field(default_factory=dict, repr=False)  # streamed segments' text
+    partials: dict[int, IncrementalText] = field(default_factory=dict, repr=False)  # streamed segments' text
 
     @property
     def num_segments(self) -> int:

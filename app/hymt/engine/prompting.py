@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 from .. import cleanup, glossary, prompts, segment
 from ..errors import BadRequest

@@ -268,7 +268,7 @@ class ModelRunner:
             self._capture()
         except torch.OutOfMemoryError:
             raise
-        except Exception as exc:  # noqa: BLE001 - graphs are a speed-up; serving goes on without them
+        except Exception as exc:  # graphs are a speed-up; serving goes on without them
             log.exception("capturing CUDA graphs failed; decoding runs eagerly")
             self.graphs.clear()
             self.decoder.uncompile()

@@ -1,13 +1,13 @@
 """Which segments run in the next model step: continuous batching at the granularity of one decoding step.
 
 A segment waits (FIFO) until a row and a contiguous KV range (prompt + output budget) are free; then it is
-prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other
-segment in flight, and it leaves the step it ends, giving its row and range to the next one at once. A prefill
-step also decodes one token of every segment already decoding (they ride along in the same packed pass), so
-newcomers never stall the running batch. A prefill step follows at most one decoding step in small batches; in
-large ones newcomers gather for a few decoding steps first, so that one prefill step takes several. All segments in flight share one LoRA adapter (an adapter switch waits for the batch to
-drain, in arrival order). Preemption (on out-of-memory) returns segments to the head of the queue with what they
-generated, to be prefilled again and resumed.
+prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other segment
+in flight, and it leaves the step it ends, giving its row and range to the next one at once. A prefill step also
+decodes one token of every segment already decoding (they ride along in the same packed pass), so newcomers never
+stall the running batch. A prefill step follows at most one decoding step in small batches; in large ones newcomers
+gather for a few decoding steps first, so that one prefill step takes several. All segments in flight share one LoRA
+adapter (an adapter switch waits for the batch to drain, in arrival order). Preemption (on out-of-memory) returns
+segments to the head of the queue with what they generated, to be prefilled again and resumed.
 
 Pure bookkeeping (no torch), tested without a model; the engine holds its lock around it.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Hashable
 
 from ..errors import Overloaded, PayloadTooLarge
 from .allocator import RangeAllocator

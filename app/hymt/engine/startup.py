@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -18,8 +18,7 @@ from ..planner.decision import Decision
 from ..planner.plan import in_flight, segment_kv_tokens
 from ..planner.tiers import TIERS
 from ..settings import Settings
-from . import adapters as adapter_registry
-from . import weights
+from . import adapters as adapter_registry, weights
 from .engine import Engine
 from .loader import load
 from .runner import ModelRunner, RunnerPlan

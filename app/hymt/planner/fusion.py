@@ -71,8 +71,8 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
         decision = plan(shape, gpu, settings)
         smallest = min(fusion_need_bytes(fusion_shape, TIERS_BY_NAME[n], fusion) for n in FUSION_TIERS) / GIB
         return decision.with_fusion(FusionPlan("refused", reason=(
-            f"the fusion model (Hunyuan-MT-Chimera-7B) needs at least {smallest:.1f} GiB beside the translation "
-            f"model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both")))
+            f"the fusion model (Hunyuan-MT-Chimera-7B) needs at least {smallest:.1f} GiB "
+            f"beside the translation model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both")))
     *_, decision, tier, need = min(options, key=lambda o: o[:3])
     reason = (f"{tier.name} beside the translation model ({decision.profile}): {need / GIB:.1f} GiB set aside "
               f"for it")

@@ -24,7 +24,7 @@ class ModelShape:
     quantized_format: str | None = None  # e.g. "gptq-int4"
 
     @classmethod
-    def from_config(cls, config) -> "ModelShape":
+    def from_config(cls, config) -> ModelShape:
         heads = config.num_attention_heads
         quant = getattr(config, "quantization_config", None)
         bits = _get(quant, "bits") if quant else None

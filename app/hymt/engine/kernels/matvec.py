@@ -138,13 +138,13 @@ def tune_matvec(weights: list[torch.Tensor], gated: frozenset[tuple[int, int]] =
             {"gated": True} if is_gated else {})) for c in MATVEC_CONFIGS]
         try:
             if is_gated:
-                cublas = _graph_time(group, lambda w: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
+                cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
             else:
-                cublas = _graph_time(group, lambda w: torch.nn.functional.linear(x, w))
-            times = [_graph_time(group, lambda w, o=o: matvec(x, w, **o)) for o in options]
+                cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(x, w))
+            times = [_graph_time(group, lambda w, o=o, x=x: matvec(x, w, **o)) for o in options]
         except torch.OutOfMemoryError:
             raise
-        except Exception:  # noqa: BLE001 - the matvec is a speed-up: cuBLAS serves where it cannot be timed
+        except Exception:  # the matvec is a speed-up: cuBLAS serves where it cannot be timed
             log.exception("timing the one-row matvec for %s failed; cuBLAS serves it", shape)
             continue
         fastest = min(range(len(options)), key=times.__getitem__)
