@@ -63,7 +63,7 @@ def split(text: str, count_tokens: CountTokens, max_tokens: int, lang: str = "en
             doc.pieces.append(len(doc.segments))
             doc.segments.append(core[s:e])
             last_end = e
-        _add_verbatim(doc, core[last_end:] + part[start + len(core):])
+        _add_verbatim(doc, core[last_end:] + part[start + len(core) :])
     return doc
 
 
@@ -109,7 +109,7 @@ def _pack(core: str, spans: list[tuple[int, int]], count: CountTokens, max_token
             fitted.extend(_cut(core, s, e, count, max_tokens))
     packed: list[tuple[int, int]] = []
     for s, e in fitted:
-        if packed and count(core[packed[-1][0]:e]) <= max_tokens:
+        if packed and count(core[packed[-1][0] : e]) <= max_tokens:
             packed[-1] = (packed[-1][0], e)
         else:
             packed.append((s, e))

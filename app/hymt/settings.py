@@ -98,10 +98,25 @@ class Settings:
     def validate(self) -> None:
         if self.profile not in PROFILE_CHOICES:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
-        positive = ("port", "health_port", "health_interval_s", "health_failures", "health_backoff_max_s",
-                    "target_kv_tokens", "max_in_flight", "prefill_tokens", "max_segment_tokens", "max_new_tokens",
-                    "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments", "max_file_bytes",
-                    "file_retention_s", "max_queue_wait_s")
+        positive = (
+            "port",
+            "health_port",
+            "health_interval_s",
+            "health_failures",
+            "health_backoff_max_s",
+            "target_kv_tokens",
+            "max_in_flight",
+            "prefill_tokens",
+            "max_segment_tokens",
+            "max_new_tokens",
+            "max_chars",
+            "max_texts",
+            "max_upload_bytes",
+            "max_queue_segments",
+            "max_file_bytes",
+            "file_retention_s",
+            "max_queue_wait_s",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
@@ -117,8 +132,9 @@ class Settings:
             raise ConfigError(f"HYMT_GPU_MEMORY_GB must be positive, not {self.gpu_memory_gb}")
         for origin in self.cors_origins:
             if origin not in ("*", "none") and not re.fullmatch(r"https?://[^/\s]+", origin):
-                raise ConfigError(f"HYMT_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], no path), "
-                                  "* or none")
+                raise ConfigError(
+                    f"HYMT_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], no path), * or none"
+                )
         if "none" in self.cors_origins and len(self.cors_origins) > 1:
             raise ConfigError("HYMT_CORS_ORIGINS: none cannot be combined with origins")
         if not 16 <= self.max_segment_tokens <= 4096:

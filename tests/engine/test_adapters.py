@@ -24,8 +24,9 @@ def manifest(test_model, tmp_path_factory):
     torch.manual_seed(1)
     base = AutoModelForCausalLM.from_pretrained(test_model, dtype=torch.float32)
     # init_lora_weights=False: random A and B, so the adapter really changes the output.
-    lora = get_peft_model(base, LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "down_proj"],
-                                           init_lora_weights=False))
+    lora = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+    )
     lora.save_pretrained(root / "en-bo")
     path = root / "manifest.json"
     path.write_text(json.dumps({"adapters": [{"name": "en-bo", "path": "en-bo", "directions": ["en>bo"]}]}))
@@ -69,15 +70,19 @@ def test_mixed_directions_in_flight_are_batched_apart(lora_engine, monkeypatch):
     bo = lora_engine.submit(TEXT, resolve("bo"), GREEDY)
     zh = lora_engine.submit(TEXT, resolve("zh"), GREEDY)
     together = (bo.wait(120), zh.wait(120))
-    assert together == (lora_engine.submit(TEXT, resolve("bo"), GREEDY).wait(120),
-                        lora_engine.submit(TEXT, resolve("zh"), GREEDY).wait(120))
+    assert together == (
+        lora_engine.submit(TEXT, resolve("bo"), GREEDY).wait(120),
+        lora_engine.submit(TEXT, resolve("zh"), GREEDY).wait(120),
+    )
     assert {"en-bo"} in adapters_per_step and {None} in adapters_per_step
     assert all(len(step) == 1 for step in adapters_per_step)
 
 
 def test_choose_prefers_exact_pairs_over_wildcards(tmp_path):
-    adapters = [registry.Adapter("any-bo", tmp_path, (("*", "bo"),)),
-                registry.Adapter("en-bo", tmp_path, (("en", "bo"),))]
+    adapters = [
+        registry.Adapter("any-bo", tmp_path, (("*", "bo"),)),
+        registry.Adapter("en-bo", tmp_path, (("en", "bo"),)),
+    ]
     assert registry.choose(adapters, "en", "bo") == "en-bo"
     assert registry.choose(adapters, "zh", "bo") == "any-bo"
     assert registry.choose(adapters, "en", "zh") is None

@@ -50,8 +50,7 @@ def _upload(service, lines: int):
     from hymt.languages import resolve
 
     text = "\n".join(f"Line {i} of a document to translate." for i in range(lines)).encode()
-    return asyncio.run(pipeline.open_upload(service.settings, ".txt", "doc.txt", text, resolve("en"),
-                                            resolve("de")))
+    return asyncio.run(pipeline.open_upload(service.settings, ".txt", "doc.txt", text, resolve("en"), resolve("de")))
 
 
 def test_progress_comes_from_the_jobs_as_each_text_settles(service):
@@ -103,12 +102,14 @@ def test_html_fragments_are_read_and_written_off_the_event_loop(in_process, monk
             except RuntimeError:  # a worker thread: no event loop runs here
                 pass
             return function(*args, **kwargs)
+
         return call
 
     monkeypatch.setattr(html, "read_fragment", watched(html.read_fragment))
     monkeypatch.setattr(documents, "finish", watched(documents.finish))
-    response = in_process.post("/translate", json={"q": "<p>Hello <b>world</b>.</p>", "source": "en",
-                                                   "target": "de", "format": "html"})
+    response = in_process.post(
+        "/translate", json={"q": "<p>Hello <b>world</b>.</p>", "source": "en", "target": "de", "format": "html"}
+    )
     assert response.status_code == 200 and response.json()["translatedText"].startswith("<p>")
     assert on_loop == []
 
@@ -119,8 +120,11 @@ def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
     from hymt.languages import resolve
 
     service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
-    upload = asyncio.run(pipeline.open_upload(service.settings, ".docx", "three.docx", samples.docx_three_runs(),
-                                              resolve("en"), resolve("de")))
+    upload = asyncio.run(
+        pipeline.open_upload(
+            service.settings, ".docx", "three.docx", samples.docx_three_runs(), resolve("en"), resolve("de")
+        )
+    )
     result = asyncio.run(pipeline.translate(service, upload, None))
     assert result.markup_fallbacks == 0 and sum(result.paths.values()) == 1
     runs, links = samples.docx_formatting(result.data)

@@ -43,16 +43,19 @@ def make_private(path: Path) -> None:
 
 def resolve_as_the_appliance(path: Path) -> subprocess.CompletedProcess:
     """The check as a user without root's power to read any file (root drops CAP_DAC_OVERRIDE for it)."""
-    code = ("import sys\nfrom hymt.checkpoint import resolve_checkpoint\nfrom hymt.errors import ModelLoadError\n"
-            f"try: resolve_checkpoint({str(path)!r})\nexcept ModelLoadError as e: print(e.message); sys.exit(1)")
+    code = (
+        "import sys\nfrom hymt.checkpoint import resolve_checkpoint\nfrom hymt.errors import ModelLoadError\n"
+        f"try: resolve_checkpoint({str(path)!r})\nexcept ModelLoadError as e: print(e.message); sys.exit(1)"
+    )
     prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.getuid() == 0 else []
     return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
 def test_make_test_model_writes_files_another_user_can_read(tmp_path):
     out = tmp_path / "m"
-    result = subprocess.run([sys.executable, "-m", "hymt", "make-test-model", str(out)], capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "hymt", "make-test-model", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     for path in out.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044, f"{path.name} is not readable by others"
@@ -84,8 +87,11 @@ def test_missing_shard_of_an_index_is_named(checkpoint):
     (checkpoint / "model.safetensors").rename(checkpoint / "model-00001-of-00002.safetensors")
     weight_map = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
     (checkpoint / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
-    with pytest.raises(ModelLoadError, match=r"missing file: .*model-00002-of-00002.safetensors \(listed in "
-                                             r"model.safetensors.index.json; 1 of 2 weight files missing\)"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"missing file: .*model-00002-of-00002.safetensors \(listed in "
+        r"model.safetensors.index.json; 1 of 2 weight files missing\)",
+    ):
         resolve_checkpoint(str(checkpoint))
 
 

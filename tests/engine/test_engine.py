@@ -14,8 +14,13 @@ from hymt.prompts import Sampling
 
 GREEDY = Sampling(greedy=True)
 EN = resolve("en")
-TEXTS = ["Hello world.", "How are you doing today, my dear friend? I hope all is well.", "Good morning.",
-         "The quick brown fox jumps over the lazy dog.", "Thank you!"]
+TEXTS = [
+    "Hello world.",
+    "How are you doing today, my dear friend? I hope all is well.",
+    "Good morning.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Thank you!",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +39,16 @@ def reference(engine, seq) -> list[int]:
     """transformers' greedy `generate` for one prompt, with the repetition penalty the engine applies."""
     loaded = engine.runner.loaded
     ids = torch.tensor([seq.prompt_ids])
-    out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=seq.max_new_tokens,
-                                do_sample=False, repetition_penalty=GREEDY.repetition_penalty,
-                                eos_token_id=loaded.stop_ids, pad_token_id=loaded.pad_id)
-    tokens = out[0, ids.shape[1]:].tolist()
+    out = loaded.model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=seq.max_new_tokens,
+        do_sample=False,
+        repetition_penalty=GREEDY.repetition_penalty,
+        eos_token_id=loaded.stop_ids,
+        pad_token_id=loaded.pad_id,
+    )
+    tokens = out[0, ids.shape[1] :].tolist()
     return [t for t in tokens if t not in loaded.stop_ids and t != loaded.pad_id]
 
 

@@ -76,24 +76,35 @@ SEVEN_B_TURN = "<|startoftext|>{}<|extra_0|>"
 SMALL_TURN = "<｜hy_begin▁of▁sentence｜><｜hy_User｜>{}<｜hy_Assistant｜>"  # full-width bars, U+2581
 HY_MT15_ZH = "将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nHello."
 HY_MT15_XX = "Translate the following segment into German, without additional explanation.\n\nHello."
-HY_MT2_XX = ("Translate the following text into German. Note that you should only output the translated result "
-             "without any additional explanation:\n\nHello.")
+HY_MT2_XX = (
+    "Translate the following text into German. Note that you should only output the translated result "
+    "without any additional explanation:\n\nHello."
+)
 
 
-@pytest.mark.parametrize("family,source,target,expected", [
-    (HUNYUAN_MT_7B, EN, ZH, "把下面的文本翻译成中文，不要额外解释。\n\nHello."),
-    (HUNYUAN_MT_7B, EN, DE, "Translate the following segment into German, without additional explanation.\n\nHello."),
-    (CHIMERA_7B, EN, ZH, "把下面的文本翻译成中文，不要额外解释。\n\nHello."),
-    (HY_MT15_7B, EN, ZH, HY_MT15_ZH),
-    (HY_MT15_7B, ZH, EN, "将以下文本翻译为英语，注意只需要输出翻译后的结果，不要额外解释：\n\nHello."),
-    (HY_MT15_7B, FR, DE, HY_MT15_XX),
-    (HY_MT15_1_8B, EN, ZH, HY_MT15_ZH),
-    (HY_MT15_1_8B, FR, DE, HY_MT15_XX),
-    (HY_MT2_7B, EN, ZH, HY_MT15_ZH),
-    (HY_MT2_7B, FR, DE, HY_MT2_XX),
-    (HY_MT2_1_8B, EN, ZH, HY_MT15_ZH),
-    (HY_MT2_1_8B, FR, DE, HY_MT2_XX),
-], ids=lambda v: getattr(v, "key", None) or getattr(v, "code", None) or "")
+@pytest.mark.parametrize(
+    "family,source,target,expected",
+    [
+        (HUNYUAN_MT_7B, EN, ZH, "把下面的文本翻译成中文，不要额外解释。\n\nHello."),
+        (
+            HUNYUAN_MT_7B,
+            EN,
+            DE,
+            "Translate the following segment into German, without additional explanation.\n\nHello.",
+        ),
+        (CHIMERA_7B, EN, ZH, "把下面的文本翻译成中文，不要额外解释。\n\nHello."),
+        (HY_MT15_7B, EN, ZH, HY_MT15_ZH),
+        (HY_MT15_7B, ZH, EN, "将以下文本翻译为英语，注意只需要输出翻译后的结果，不要额外解释：\n\nHello."),
+        (HY_MT15_7B, FR, DE, HY_MT15_XX),
+        (HY_MT15_1_8B, EN, ZH, HY_MT15_ZH),
+        (HY_MT15_1_8B, FR, DE, HY_MT15_XX),
+        (HY_MT2_7B, EN, ZH, HY_MT15_ZH),
+        (HY_MT2_7B, FR, DE, HY_MT2_XX),
+        (HY_MT2_1_8B, EN, ZH, HY_MT15_ZH),
+        (HY_MT2_1_8B, FR, DE, HY_MT2_XX),
+    ],
+    ids=lambda v: getattr(v, "key", None) or getattr(v, "code", None) or "",
+)
 def test_translation_prompt_of_each_family(family_model, family, source, target, expected):
     tokenizer = AutoTokenizer.from_pretrained(family_model(family.key))
     message = prompts.user_message(source, target, "Hello.", family)
@@ -107,30 +118,39 @@ def test_hy_mt2_terminology_prompts_are_the_official_ones():
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HY_MT2_7B) == (
         "Reference the following translations:\nGPU translates to Grafikkarte\ncard translates to Karte\n\n"
         "Translate the following text into German. Note that you must ONLY output the translated result without any "
-        "additional explanation:\n\nThe GPU.")
+        "additional explanation:\n\nThe GPU."
+    )
     assert prompts.terminology_message(EN, ZH, "The GPU.", [Term("GPU", "显卡")], HY_MT2_1_8B) == (
         "参考下面的翻译：\nGPU 翻译成 显卡\n"
-        "将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nThe GPU.")
+        "将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nThe GPU."
+    )
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HY_MT2_7B, strict=True).startswith(
-        "The translation must use exactly these translations of the terms:\nGPU translates to Grafikkarte\n")
+        "The translation must use exactly these translations of the terms:\nGPU translates to Grafikkarte\n"
+    )
 
 
 def test_hy_mt2_style_and_background_prompts_are_the_official_ones():
     assert prompts.segment_message(HY_MT2_7B, EN, DE, "Hi.", [], style="formal") == (
         "Please translate the following text into German. Note that the translation style must strictly conform to "
-        "[formal]:\n\nHi.")
+        "[formal]:\n\nHi."
+    )
     assert prompts.segment_message(HY_MT2_1_8B, EN, ZH, "Hi.", [], style="正式") == (
-        "请将以下文本翻译为中文。\n注意翻译的风格要严格符合【正式】\n\nHi.")
+        "请将以下文本翻译为中文。\n注意翻译的风格要严格符合【正式】\n\nHi."
+    )
     assert prompts.segment_message(HY_MT2_7B, EN, DE, "Hi.", [], background="A letter.") == (
         "[Background Information]\nA letter.\n\nPlease translate the following text into German, taking the "
-        "provided background information into consideration.\n\n[Source Text]\nHi.")
+        "provided background information into consideration.\n\n[Source Text]\nHi."
+    )
     assert prompts.segment_message(HY_MT2_1_8B, EN, ZH, "Hi.", [], background="一封信。") == (
-        "【背景信息】\n一封信。\n\n请结合背景信息将以下文本翻译为中文。\n\n【待翻译文本】\nHi.")
+        "【背景信息】\n一封信。\n\n请结合背景信息将以下文本翻译为中文。\n\n【待翻译文本】\nHi."
+    )
     # HY-MT1.5's background is its contextual translation prompt; terms still come first.
     assert prompts.segment_message(HY_MT15_1_8B, EN, DE, "Hi.", [], background="A letter.") == (
-        "A letter.\n参考上面的信息，把下面的文本翻译成德语，注意不需要翻译上文，也不要额外解释：\nHi.\n")
-    assert prompts.segment_message(HY_MT2_7B, EN, DE, "The GPU.", [Term("GPU", "Grafikkarte")],
-                                   style="formal").startswith("Reference the following translations:")
+        "A letter.\n参考上面的信息，把下面的文本翻译成德语，注意不需要翻译上文，也不要额外解释：\nHi.\n"
+    )
+    assert prompts.segment_message(
+        HY_MT2_7B, EN, DE, "The GPU.", [Term("GPU", "Grafikkarte")], style="formal"
+    ).startswith("Reference the following translations:")
 
 
 def test_decoding_defaults_are_each_members_published_ones():
@@ -138,46 +158,56 @@ def test_decoding_defaults_are_each_members_published_ones():
     published = {"top_k": 20, "top_p": 0.6, "repetition_penalty": 1.05, "temperature": 0.7}
     assert {k: v for k, v in prompts.Sampling().generate_kwargs().items() if k != "do_sample"} == published
     assert {f.key: f.max_new_tokens for f in FAMILIES.values() if f.max_new_tokens} == {
-        "hy-mt2-7b": 4096, "hy-mt2-1.8b": 4096}
+        "hy-mt2-7b": 4096,
+        "hy-mt2-1.8b": 4096,
+    }
 
 
 def test_hy_mt15_terminology_prompt_is_the_official_one():
     terms = [Term("GPU", "Grafikkarte")]
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HY_MT15_7B) == (
         "参考下面的翻译：\nGPU 翻译成 Grafikkarte\n\n"
-        "将以下文本翻译为德语，注意只需要输出翻译后的结果，不要额外解释：\nThe GPU.")
+        "将以下文本翻译为德语，注意只需要输出翻译后的结果，不要额外解释：\nThe GPU."
+    )
     two = [Term("GPU", "Grafikkarte"), Term("card", "Karte")]
     assert prompts.terminology_message(EN, DE, "x", two, HY_MT15_7B).startswith(
-        "参考下面的翻译：\nGPU 翻译成 Grafikkarte\ncard 翻译成 Karte\n\n")
+        "参考下面的翻译：\nGPU 翻译成 Grafikkarte\ncard 翻译成 Karte\n\n"
+    )
 
 
 def test_hunyuan_mt_terminology_equivalent_in_its_own_instruction():
     terms = [Term("GPU", "图形处理器")]
     assert prompts.terminology_message(EN, ZH, "The GPU.", terms, HUNYUAN_MT_7B) == (
-        "参考下面的翻译：\nGPU 翻译成 图形处理器\n\n把下面的文本翻译成中文，不要额外解释。\n\nThe GPU.")
+        "参考下面的翻译：\nGPU 翻译成 图形处理器\n\n把下面的文本翻译成中文，不要额外解释。\n\nThe GPU."
+    )
     assert prompts.terminology_message(EN, DE, "The GPU.", [Term("GPU", "Grafikkarte")], HUNYUAN_MT_7B) == (
         "Refer to the following translations:\nGPU is translated as Grafikkarte\n\n"
-        "Translate the following segment into German, without additional explanation.\n\nThe GPU.")
+        "Translate the following segment into German, without additional explanation.\n\nThe GPU."
+    )
 
 
 def test_retry_prompt_insists_on_the_terms():
     terms = [Term("GPU", "Grafikkarte")]
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HY_MT15_7B, strict=True).startswith(
-        "译文必须严格使用下面的术语译法：\nGPU 翻译成 Grafikkarte\n\n将以下文本翻译为德语")
+        "译文必须严格使用下面的术语译法：\nGPU 翻译成 Grafikkarte\n\n将以下文本翻译为德语"
+    )
     assert prompts.terminology_message(EN, DE, "The GPU.", terms, HUNYUAN_MT_7B, strict=True).startswith(
-        "The translation must use exactly these translations of the terms:\nGPU is translated as Grafikkarte\n\n")
+        "The translation must use exactly these translations of the terms:\nGPU is translated as Grafikkarte\n\n"
+    )
 
 
 def test_hy_mt15_context_prompt_is_the_official_one():
     assert prompts.context_message(EN, "Zweiter Satz.", "Erster Satz.") == (
-        "Erster Satz.\n参考上面的信息，把下面的文本翻译成英语，注意不需要翻译上文，也不要额外解释：\nZweiter Satz.\n")
+        "Erster Satz.\n参考上面的信息，把下面的文本翻译成英语，注意不需要翻译上文，也不要额外解释：\nZweiter Satz.\n"
+    )
 
 
 def test_hy_mt15_formatted_prompt_is_the_official_one():
     assert prompts.hy_mt15_formatted_message(ZH, "Hello <s1>world</s1>") == (
         "将以下<source></source>之间的文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释，"
         "原文中的<sn></sn>标签表示标签内文本包含格式信息，需要在译文中相应的位置尽量保留该标签。"
-        "输出格式为：<target>str</target>\n\n<source>Hello <s1>world</s1></source>")
+        "输出格式为：<target>str</target>\n\n<source>Hello <s1>world</s1></source>"
+    )
 
 
 def test_chimera_fusion_prompt_is_the_official_one():
@@ -188,7 +218,8 @@ def test_chimera_fusion_prompt_is_the_official_one():
         "The English segment:\n```Hello.```\n\n"
         "The multiple German translations:\n"
         "1. ```Hallo 1.```\n2. ```Hallo 2.```\n3. ```Hallo 3.```\n4. ```Hallo 4.```\n5. ```Hallo 5.```\n"
-        "6. ```Hallo 6.```")
+        "6. ```Hallo 6.```"
+    )
     with pytest.raises(ValueError):
         prompts.fusion_message(EN, DE, "Hello.", candidates[:5])
 
@@ -197,20 +228,27 @@ def test_terms_take_precedence_over_context_and_context_needs_the_prompt():
     terms = [Term("GPU", "Grafikkarte")]
     assert prompts.segment_message(HY_MT15_7B, EN, DE, "The GPU.", terms, "Before.").startswith("参考下面的翻译")
     assert prompts.segment_message(HY_MT15_7B, EN, DE, "Now.", [], "Before.").startswith("Before.\n参考上面的信息")
-    assert prompts.segment_message(HUNYUAN_MT_7B, EN, DE, "Now.", [], "Before.") == \
-        prompts.user_message(EN, DE, "Now.")
+    assert prompts.segment_message(HUNYUAN_MT_7B, EN, DE, "Now.", [], "Before.") == prompts.user_message(EN, DE, "Now.")
 
 
 def test_make_test_model_command_makes_each_family(tmp_path):
     import subprocess
     import sys
 
-    made = subprocess.run([sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "m"),
-                           "--family", "hy-mt1.5-1.8b"], capture_output=True, text=True, timeout=300)
+    made = subprocess.run(
+        [sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "m"), "--family", "hy-mt1.5-1.8b"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert made.returncode == 0, made.stderr
     assert identify(tmp_path / "m").family is HY_MT15_1_8B
-    wrong = subprocess.run([sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "n"),
-                            "--family", "hy-mt2"], capture_output=True, text=True, timeout=300)
+    wrong = subprocess.run(
+        [sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "n"), "--family", "hy-mt2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "hy-mt2" in wrong.stderr
 
 
@@ -219,14 +257,24 @@ def test_the_small_test_model_has_the_real_vocabulary_tokens_and_tied_embeddings
 
     checkpoint = family_model(HY_MT2_1_8B.key)
     config = json.loads((checkpoint / "config.json").read_text())
-    assert (config["vocab_size"], config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == \
-        (120818, 120000, 120020, 120002)
+    assert (config["vocab_size"], config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (
+        120818,
+        120000,
+        120020,
+        120002,
+    )
     assert config["tie_word_embeddings"] is True and config["num_attention_heads"] // config["num_key_value_heads"] == 4
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     assert len(tokenizer) == 120818 and tokenizer.pad_token_id == 120002
-    assert tokenizer.convert_tokens_to_ids(["<｜hy_begin▁of▁sentence｜>", "<｜hy_place▁holder▁no▁2｜>"]) == [120000, 120020]
+    assert tokenizer.convert_tokens_to_ids(["<｜hy_begin▁of▁sentence｜>", "<｜hy_place▁holder▁no▁2｜>"]) == [
+        120000,
+        120020,
+    ]
     # An ASCII look-alike of a special token is text, not the token.
     assert 120020 not in tokenizer("<|hy_place▁holder▁no▁2|>", add_special_tokens=False)["input_ids"]
-    assert tokenizer.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-                                          {"role": "assistant", "content": "A"}], tokenize=False) == (
-        "<｜hy_begin▁of▁sentence｜>S<｜hy_place▁holder▁no▁3｜><｜hy_User｜>U<｜hy_Assistant｜>A<｜hy_place▁holder▁no▁2｜>")
+    assert tokenizer.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}],
+        tokenize=False,
+    ) == (
+        "<｜hy_begin▁of▁sentence｜>S<｜hy_place▁holder▁no▁3｜><｜hy_User｜>U<｜hy_Assistant｜>A<｜hy_place▁holder▁no▁2｜>"
+    )

@@ -29,13 +29,16 @@ def test_only_terms_in_the_segment_apply_once_each_and_misses_are_found():
     assert missing(found, "Die grafikkarte braucht einen Treiber.") == []
 
 
-@pytest.mark.parametrize("value,error_type", [
-    ("GPU=Grafikkarte", "invalid_type"),
-    ([{"source": "GPU"}], "invalid_type"),
-    ([{"source": " ", "target": "x"}], "invalid_value"),
-    ([{"source": "x" * 201, "target": "y"}], "invalid_value"),
-    ([{"source": "a", "target": "b"}] * 501, "too_many_terms"),
-])
+@pytest.mark.parametrize(
+    "value,error_type",
+    [
+        ("GPU=Grafikkarte", "invalid_type"),
+        ([{"source": "GPU"}], "invalid_type"),
+        ([{"source": " ", "target": "x"}], "invalid_value"),
+        ([{"source": "x" * 201, "target": "y"}], "invalid_value"),
+        ([{"source": "a", "target": "b"}] * 501, "too_many_terms"),
+    ],
+)
 def test_bad_request_glossaries_are_refused(value, error_type):
     with pytest.raises(BadRequest) as err:
         parse_request(value)
@@ -49,19 +52,22 @@ def test_glossary_files_are_read_again_when_they_change(tmp_path):
     store = Glossaries(str(folder))
     assert store.terms(EN, DE) == [Term("GPU", "Grafikkarte"), Term("driver", "Treiber")]
     assert store.terms(EN, FR) == [Term("GPU", "carte graphique")]
-    assert store.terms(None, DE) == [Term("GPU", "Grafikkarte"), Term("driver", "Treiber"),
-                                     Term("carte graphique", "Grafikkarte")]
+    assert store.terms(None, DE) == [
+        Term("GPU", "Grafikkarte"),
+        Term("driver", "Treiber"),
+        Term("carte graphique", "Grafikkarte"),
+    ]
     assert store.terms(EN, ZH) == []
 
     (folder / "more.csv").write_text('en,zh\n"CPU, the chip",处理器\n')
     assert store.terms(EN, ZH) == [Term("CPU, the chip", "处理器")]
     path = folder / "tech.tsv"
     path.write_text("en\tde\nGPU\tGPU-Karte\n")
-    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10 ** 9))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
     assert store.terms(EN, DE) == [Term("GPU", "GPU-Karte")]
 
     path.write_text("qq\tde\nGPU\tKaputt\n")  # a bad edit keeps the last good version and is reported
-    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 2 * 10 ** 9))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 2 * 10**9))
     assert store.terms(EN, DE) == [Term("GPU", "GPU-Karte")]
     assert "tech.tsv" in next(iter(store.status()["errors"]))
 
@@ -87,8 +93,9 @@ def hy_mt15_engine(family_model, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("glossaries")
     (folder / "server.tsv").write_text("en\tde\ndriver\tTreiber\n")
-    settings = Settings(model=str(family_model("hy-mt1.5-7b")), profile="cpu", greedy=True, max_new_tokens=12,
-                        glossaries=str(folder))
+    settings = Settings(
+        model=str(family_model("hy-mt1.5-7b")), profile="cpu", greedy=True, max_new_tokens=12, glossaries=str(folder)
+    )
     eng = start(settings, decision_for(settings))
     yield eng
     eng.stop()
@@ -99,17 +106,24 @@ def test_hy_mt15_document_gets_context_and_terms(hy_mt15_engine):
     from hymt.prompts import Sampling
 
     text = "The first sentence.\nThe GPU is fast.\nIts driver is new.\nThe end."
-    job = hy_mt15_engine.submit([(text, EN)], DE, Sampling(greedy=True),
-                                options=Options(glossary=(Term("GPU", "Grafikkarte"),)))
+    job = hy_mt15_engine.submit(
+        [(text, EN)], DE, Sampling(greedy=True), options=Options(glossary=(Term("GPU", "Grafikkarte"),))
+    )
     job.wait(120)
-    first, gpu, driver, end = [p.removeprefix("<|startoftext|>").removesuffix("<|extra_0|>")
-                               for p in _prompts(hy_mt15_engine, job)]
-    assert first == "Translate the following segment into German, without additional explanation.\n\n" \
-                    "The first sentence."
-    assert gpu.endswith("GPU 翻译成 Grafikkarte\n\n将以下文本翻译为德语，注意只需要输出翻译后的结果，不要额外解释：\nThe GPU is fast.")
+    first, gpu, driver, end = [
+        p.removeprefix("<|startoftext|>").removesuffix("<|extra_0|>") for p in _prompts(hy_mt15_engine, job)
+    ]
+    assert (
+        first == "Translate the following segment into German, without additional explanation.\n\nThe first sentence."
+    )
+    assert gpu.endswith(
+        "GPU 翻译成 Grafikkarte\n\n将以下文本翻译为德语，注意只需要输出翻译后的结果，不要额外解释：\nThe GPU is fast."
+    )
     assert "driver 翻译成 Treiber" in driver  # from the server's glossary file
-    assert end == ("The first sentence.\nThe GPU is fast.\nIts driver is new.\n"
-                   "参考上面的信息，把下面的文本翻译成德语，注意不需要翻译上文，也不要额外解释：\nThe end.\n")
+    assert end == (
+        "The first sentence.\nThe GPU is fast.\nIts driver is new.\n"
+        "参考上面的信息，把下面的文本翻译成德语，注意不需要翻译上文，也不要额外解释：\nThe end.\n"
+    )
     # A random-weight model never writes "Grafikkarte": the miss is retried once with insistence, then reported.
     report = job.glossary_report()
     assert report["terms_applied"] == 2 and report["segments_with_terms"] == 2
@@ -138,8 +152,12 @@ def test_hunyuan_mt_7b_has_no_context_and_its_own_terminology_prompt(engine):
     from hymt.engine.jobs import Options
     from hymt.prompts import Sampling
 
-    job = engine.submit([("First line.\nThe GPU.", EN)], ZH, Sampling(greedy=True),
-                        options=Options(glossary=(Term("GPU", "图形处理器"),)))
+    job = engine.submit(
+        [("First line.\nThe GPU.", EN)],
+        ZH,
+        Sampling(greedy=True),
+        options=Options(glossary=(Term("GPU", "图形处理器"),)),
+    )
     job.wait(120)
     first, second = _prompts(engine, job)
     assert first == "<|startoftext|>把下面的文本翻译成中文，不要额外解释。\n\nFirst line.<|extra_0|>"

@@ -37,12 +37,18 @@ def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
     angles = torch.cat((angles, angles), -1)
     cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
     q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
-    want_q, want_k = model_module.rope_qk_norm(q.reshape(tokens, HEADS, D), k.reshape(tokens, KV_HEADS, D),
-                                               cos[positions], sin[positions], q_weight, k_weight, 1e-5)
+    want_q, want_k = model_module.rope_qk_norm(
+        q.reshape(tokens, HEADS, D),
+        k.reshape(tokens, KV_HEADS, D),
+        cos[positions],
+        sin[positions],
+        q_weight,
+        k_weight,
+        1e-5,
+    )
     for kind in ("int8", str(dtype)):
         arena = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
-        got_q = kernels.rope_norm_store(q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5,
-                                        *arena.storage(0))
+        got_q = kernels.rope_norm_store(q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5, *arena.storage(0))
         assert torch.allclose(got_q.float(), want_q.float(), **_tolerance(dtype))
         reference = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
         reference.write(0, rows, want_k, v.reshape(tokens, KV_HEADS, D))
@@ -75,7 +81,7 @@ def check_matvec(device: str, dtype: torch.dtype) -> None:
 
     torch.manual_seed(4)
     x, weight = torch.randn(1, 1100, device=device).to(dtype), torch.randn(37, 1100, device=device).to(dtype)
-    want = (x.float() @ weight.float().T)
+    want = x.float() @ weight.float().T
     for splits in (1, 3):  # K in parts of 512, 512 and 76
         got = kernels.matvec(x, weight, block_n=8, block_k=256, splits=splits)
         assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
@@ -145,15 +151,16 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
     angles = torch.cat((angles, angles), -1)
     cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
     q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
-    want_q, want_k = model_module.rope_qk_norm(q.reshape(n, HEADS, D), k.reshape(n, KV_HEADS, D), cos[positions],
-                                               sin[positions], q_weight, k_weight, 1e-5)
+    want_q, want_k = model_module.rope_qk_norm(
+        q.reshape(n, HEADS, D), k.reshape(n, KV_HEADS, D), cos[positions], sin[positions], q_weight, k_weight, 1e-5
+    )
 
     def attention(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         out = []
         for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist())):
-            keys_i = keys[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
-            values_i = values[start:start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
-            weights = (want_q[i].float()[:, None, :] @ keys_i.transpose(1, 2))[:, 0] * D ** -0.5
+            keys_i = keys[start : start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            values_i = values[start : start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            weights = (want_q[i].float()[:, None, :] @ keys_i.transpose(1, 2))[:, 0] * D**-0.5
             out.append((weights.softmax(-1)[:, None, :] @ values_i)[:, 0])
         return torch.stack(out)
 
@@ -162,8 +169,13 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
         reference = KVArena(1, 480, KV_HEADS, D, kind, dtype, torch.device(device))
         for tensor in reference.storage(0):
             if tensor is not None:
-                tensor.copy_(torch.randint(-50, 50, tensor.shape) if tensor.dtype == torch.int8 else
-                             torch.rand(tensor.shape) / 50 if kind == "int8" else torch.randn(tensor.shape))
+                tensor.copy_(
+                    torch.randint(-50, 50, tensor.shape)
+                    if tensor.dtype == torch.int8
+                    else torch.rand(tensor.shape) / 50
+                    if kind == "int8"
+                    else torch.randn(tensor.shape)
+                )
         stored = [t.clone() if t is not None else None for t in reference.storage(0)]
         reference.write(0, rows, want_k, v.reshape(n, KV_HEADS, D))
         keys, values, key_scales, value_scales = reference.storage(0)
@@ -173,8 +185,23 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
             want = attention(keys, values)
         for splits in (1, 4, 16):
             arena = [t.clone() if t is not None else None for t in stored]
-            got = kernels.decode_attention(q, k, v, cos, sin, positions, q_weight, k_weight, 1e-5, *arena, starts,
-                                           lengths, D ** -0.5, arrived, splits)
+            got = kernels.decode_attention(
+                q,
+                k,
+                v,
+                cos,
+                sin,
+                positions,
+                q_weight,
+                k_weight,
+                1e-5,
+                *arena,
+                starts,
+                lengths,
+                D**-0.5,
+                arrived,
+                splits,
+            )
             assert torch.allclose(got.float(), want, **_tolerance(dtype)), (kind, splits)
             assert not arrived.any()
             for got_t, want_t in zip(arena, reference.storage(0)):
@@ -202,25 +229,38 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
     config = model.config
     for kind in (str(dtype), "int8"):
         torch.manual_seed(2)
-        arena = KVArena(config.num_hidden_layers, 64, config.num_key_value_heads, config.head_dim, kind, dtype,
-                        torch.device(device))
+        arena = KVArena(
+            config.num_hidden_layers, 64, config.num_key_value_heads, config.head_dim, kind, dtype, torch.device(device)
+        )
         for tensor in arena.keys + arena.values:
             tensor.copy_(torch.randint(-50, 50, tensor.shape) if kind == "int8" else torch.randn(tensor.shape))
         decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
         state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
         saved = [t.clone() for t in state]
         gated = {tuple(layer.mlp.down_proj.weight.shape) for layer in decoder.layers}
-        tuned = {tuple(m.weight.shape): (dict(block_n=32, block_k=128, splits=2, **(
-            {"gated": True} if tuple(m.weight.shape) in gated else {})), 0.0, 0.0) for m in decoder._linears()
-            if m is not decoder.lm_head}  # the head's 128k rows take the interpreter minutes; check_matvec has it
+        tuned = {
+            tuple(m.weight.shape): (
+                dict(block_n=32, block_k=128, splits=2, **({"gated": True} if tuple(m.weight.shape) in gated else {})),
+                0.0,
+                0.0,
+            )
+            for m in decoder._linears()
+            if m is not decoder.lm_head
+        }  # the head's 128k rows take the interpreter minutes; check_matvec has it
         for rows in (3, 1):  # a batch, and one segment (the matvec's case)
             starts = torch.tensor([1, 20, 40][:rows], device=device)
             positions = torch.tensor([4, 16, 0][:rows], device=device)
-            batch = Batch(input_ids=torch.tensor([5, 900, 127960][:rows], device=device), positions=positions,
-                          write_index=starts + positions,
-                          query_starts=torch.arange(rows + 1, dtype=torch.int32, device=device),
-                          kv_starts=torch.cat([starts, starts[:1]]).int(), kv_lengths=(positions + 1).int(),
-                          logits_index=torch.arange(rows, device=device), max_query=1, max_kv=32)
+            batch = Batch(
+                input_ids=torch.tensor([5, 900, 127960][:rows], device=device),
+                positions=positions,
+                write_index=starts + positions,
+                query_starts=torch.arange(rows + 1, dtype=torch.int32, device=device),
+                kv_starts=torch.cat([starts, starts[:1]]).int(),
+                kv_lengths=(positions + 1).int(),
+                logits_index=torch.arange(rows, device=device),
+                max_query=1,
+                max_kv=32,
+            )
             results = []
             for use_kernels in (False, True):
                 for tensor, copy in zip(state, saved):
@@ -234,16 +274,22 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
                 assert (got_t.float() - want_t.float()).abs().max() <= (1 if got_t.dtype == torch.int8 else 1e-3)
 
 
-CHECKS = {"rope_norm_store": check_rope_norm_store, "add_rms_norm": check_add_rms_norm,
-          "decode_attention": check_decode_attention, "matvec": check_matvec, "penalize": check_penalize}
+CHECKS = {
+    "rope_norm_store": check_rope_norm_store,
+    "add_rms_norm": check_add_rms_norm,
+    "decode_attention": check_decode_attention,
+    "matvec": check_matvec,
+    "penalize": check_penalize,
+}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 
 
 def _interpreted(check: str, dtype: str, *extra: str) -> None:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(APP))
-    result = subprocess.run([sys.executable, __file__, "cpu", dtype, check, *extra], env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, __file__, "cpu", dtype, check, *extra], env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -260,8 +306,9 @@ def test_decoding_step_with_the_kernels_equals_torchs(test_model, dtype):
     _interpreted("decoding_step", dtype, str(test_model))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("triton") is None,
-                    reason="needs a CUDA GPU and Triton")
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("triton") is None, reason="needs a CUDA GPU and Triton"
+)
 @pytest.mark.parametrize("check", sorted(CHECKS))
 def test_kernel_on_the_gpu(check):
     CHECKS[check]("cuda", torch.bfloat16)

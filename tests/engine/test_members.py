@@ -34,17 +34,25 @@ def generated(engine, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
     """transformers' greedy `generate`, stopping where the engine stops."""
     loaded = engine.runner.loaded
     ids = torch.tensor([prompt_ids])
-    out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                do_sample=False, repetition_penalty=GREEDY.repetition_penalty,
-                                eos_token_id=loaded.stop_ids, pad_token_id=loaded.pad_id)
-    return [t for t in out[0, ids.shape[1]:].tolist() if t not in loaded.stop_ids]
+    out = loaded.model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        repetition_penalty=GREEDY.repetition_penalty,
+        eos_token_id=loaded.stop_ids,
+        pad_token_id=loaded.pad_id,
+    )
+    return [t for t in out[0, ids.shape[1] :].tolist() if t not in loaded.stop_ids]
 
 
 def official_prompt(family) -> str:
     """The member's rendered prompt for TEXT into German, written out here, not taken from hymt."""
     if family.line == "hy-mt2":
-        message = ("Translate the following text into German. Note that you should only output the translated result "
-                   f"without any additional explanation:\n\n{TEXT}")
+        message = (
+            "Translate the following text into German. Note that you should only output the translated result "
+            f"without any additional explanation:\n\n{TEXT}"
+        )
     else:
         message = f"Translate the following segment into German, without additional explanation.\n\n{TEXT}"
     if family.small:

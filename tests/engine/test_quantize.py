@@ -15,8 +15,15 @@ HAS_GPTQMODEL = importlib.util.find_spec("gptqmodel") is not None
 
 
 def hymt(*args, stdin=None, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "hymt", *args], input=stdin, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "HYMT_MAX_NEW_TOKENS": "6", **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "hymt", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HYMT_MAX_NEW_TOKENS": "6", **(env or {})},
+        cwd=cwd,
+    )
 
 
 @pytest.mark.skipif(HAS_GPTQMODEL, reason="gptqmodel is installed here")
@@ -62,8 +69,18 @@ def test_quantize_writes_an_int4_gptq_checkpoint(quantized):
 
 @pytest.mark.quantize
 def test_quantized_checkpoint_translates_through_the_same_loader(quantized):
-    result = hymt("translate", "--model", str(quantized), "--to", "zh", "--from", "en", "--greedy", "-",
-                  stdin="First line.\n\nThird line.\n")
+    result = hymt(
+        "translate",
+        "--model",
+        str(quantized),
+        "--to",
+        "zh",
+        "--from",
+        "en",
+        "--greedy",
+        "-",
+        stdin="First line.\n\nThird line.\n",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("\n") == 3 and result.stdout.split("\n")[1] == ""
 

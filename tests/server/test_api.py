@@ -33,16 +33,19 @@ def test_libretranslate_client(server):
 
 
 def test_libretranslate_list_and_auto_source(server):
-    body = httpx.post(f"{server.url}/translate", json={"q": ["Good morning.", "Bonjour à tous, comment ça va ?"],
-                                                       "source": "auto", "target": "ja"}).json()
+    body = httpx.post(
+        f"{server.url}/translate",
+        json={"q": ["Good morning.", "Bonjour à tous, comment ça va ?"], "source": "auto", "target": "ja"},
+    ).json()
     assert len(body["translatedText"]) == 2
     assert [d["language"] for d in body["detectedLanguage"]] == ["en", "fr"]
 
 
 def test_html_format_keeps_markup(server):
     html = '<p class="x">Hello <b>world</b> &amp; friends</p><script>var a = "keep me";</script>'
-    body = httpx.post(f"{server.url}/translate", json={"q": html, "source": "en", "target": "de",
-                                                       "format": "html"}).json()
+    body = httpx.post(
+        f"{server.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+    ).json()
     out = body["translatedText"]
     assert out.startswith('<p class="x">') and out.endswith('<script>var a = "keep me";</script>')
     # One sentence, one segment: its <b> comes back, or (random weights drop markers) the safe form is reported.
@@ -60,11 +63,18 @@ def test_openai_client(server):
     client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
     reply = client.chat.completions.create(model="hunyuan-mt:de", messages=[{"role": "user", "content": "Hello."}])
     assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
-    via_field = client.chat.completions.create(model="hunyuan-mt", extra_body={"target_language": "de"},
-                                               messages=[{"role": "user", "content": "Hello."}], temperature=0)
+    via_field = client.chat.completions.create(
+        model="hunyuan-mt",
+        extra_body={"target_language": "de"},
+        messages=[{"role": "user", "content": "Hello."}],
+        temperature=0,
+    )
     assert via_field.choices[0].message.content == reply.choices[0].message.content
-    chunks = list(client.chat.completions.create(model="hunyuan-mt:de", stream=True,
-                                                 messages=[{"role": "user", "content": "Hello. Goodbye."}]))
+    chunks = list(
+        client.chat.completions.create(
+            model="hunyuan-mt:de", stream=True, messages=[{"role": "user", "content": "Hello. Goodbye."}]
+        )
+    )
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert streamed and chunks[-1].choices[0].finish_reason == "stop"
     assert "hunyuan-mt:bo" in {m.id for m in client.models.list()}
@@ -76,13 +86,16 @@ def test_openai_client(server):
 def test_style_and_background_are_refused_by_a_model_without_their_prompts(server):
     from openai import OpenAI, UnprocessableEntityError
 
-    for path, body in (("/translate", {"q": "Hello.", "target": "de", "style": "formal"}),
-                       ("/api/translate", {"text": "Hello.", "target": "de", "background": "A letter."})):
+    for path, body in (
+        ("/translate", {"q": "Hello.", "target": "de", "style": "formal"}),
+        ("/api/translate", {"text": "Hello.", "target": "de", "background": "A letter."}),
+    ):
         refused = httpx.post(f"{server.url}{path}", json=body)
         assert refused.status_code == 422 and "the model served is Hunyuan-MT-7B" in refused.json()["error"]
     with pytest.raises(UnprocessableEntityError, match="official style prompt"):
         OpenAI(base_url=f"{server.url}/v1", api_key="unused").chat.completions.create(
-            model="hunyuan-mt:de", messages=[{"role": "user", "content": "Hello."}], extra_body={"style": "formal"})
+            model="hunyuan-mt:de", messages=[{"role": "user", "content": "Hello."}], extra_body={"style": "formal"}
+        )
     assert httpx.post(f"{server.url}/translate", json={"q": "Hello.", "target": "de", "style": None}).status_code == 200
     properties = httpx.get(f"{server.url}/openapi.json").json()["paths"]["/translate"]["post"]["requestBody"]
     assert properties["content"]["application/json"]["schema"]["properties"]["style"]["type"] == "null"
@@ -101,8 +114,9 @@ def _sse(response) -> list[tuple[str, dict]]:
 
 def test_page_endpoint_streams_progress_then_done(server):
     text = "First sentence.\nSecond one.\n\nThird."
-    with httpx.stream("POST", f"{server.url}/api/translate",
-                      json={"text": text, "source": "en", "target": "zh", "stream": True}) as response:
+    with httpx.stream(
+        "POST", f"{server.url}/api/translate", json={"text": text, "source": "en", "target": "zh", "stream": True}
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         events = _sse(response)
     kinds = [k for k, _ in events]
@@ -136,12 +150,24 @@ BAD_INPUTS = [
     ("/detect", {"json": {}}, 400, "missing_field"),
     ("/api/translate", {"json": {"text": "hi", "target": "de", "stream": "maybe"}}, 400, "invalid_type"),
     ("/v1/chat/completions", {"json": {"model": "hunyuan-mt:de"}}, 400, "missing_field"),
-    ("/v1/chat/completions", {"json": {"model": "hunyuan-mt:de", "messages": [{"role": "system", "content": "x"}]}},
-     400, "missing_field"),
-    ("/v1/chat/completions", {"json": {"model": "hunyuan-mt:zz", "messages": [{"role": "user", "content": "x"}]}},
-     400, "unsupported_language"),
-    ("/v1/chat/completions", {"json": {"model": "hunyuan-mt:de", "temperature": "hot",
-                                       "messages": [{"role": "user", "content": "x"}]}}, 400, "invalid_value"),
+    (
+        "/v1/chat/completions",
+        {"json": {"model": "hunyuan-mt:de", "messages": [{"role": "system", "content": "x"}]}},
+        400,
+        "missing_field",
+    ),
+    (
+        "/v1/chat/completions",
+        {"json": {"model": "hunyuan-mt:zz", "messages": [{"role": "user", "content": "x"}]}},
+        400,
+        "unsupported_language",
+    ),
+    (
+        "/v1/chat/completions",
+        {"json": {"model": "hunyuan-mt:de", "temperature": "hot", "messages": [{"role": "user", "content": "x"}]}},
+        400,
+        "invalid_value",
+    ),
     ("/nowhere", {"json": {}}, 404, "not_found"),
 ]
 
@@ -157,17 +183,38 @@ def test_bad_inputs_get_a_4xx_with_a_json_body(server, path, kwargs, status, err
 
 def test_health_metrics_openapi_docs(server):
     health = httpx.get(f"{server.url}/health").json()
-    for key in ("status", "gpu_memory_used_gb", "gpu_memory_total_gb", "profile", "model", "queue_depth", "uptime_s",
-                "in_flight", "kv_cache_used_tokens"):
+    for key in (
+        "status",
+        "gpu_memory_used_gb",
+        "gpu_memory_total_gb",
+        "profile",
+        "model",
+        "queue_depth",
+        "uptime_s",
+        "in_flight",
+        "kv_cache_used_tokens",
+    ):
         assert key in health
     assert health["status"] == "healthy" and health["gpu_memory_used_gb"] == 0 and health["phase"] == "ready"
     assert health["kv_cache_tokens"] > 0 and health["max_in_flight"] >= 1 and health["startup"]["total_s"] > 0
     metrics = httpx.get(f"{server.url}/metrics").text
-    for name in ("hymt_requests_total", "hymt_request_seconds_bucket", "hymt_queue_depth", "hymt_tokens_in_total",
-                 "hymt_tokens_out_total", "hymt_gpu_memory_used_bytes", "hymt_kv_cache_tokens",
-                 "hymt_kv_cache_bytes", "hymt_max_in_flight", "hymt_in_flight", "hymt_startup_seconds",
-                 "hymt_decode_steps_total", "hymt_gpu_memory_total_bytes", "hymt_oom_recoveries_total",
-                 "hymt_profile_info"):
+    for name in (
+        "hymt_requests_total",
+        "hymt_request_seconds_bucket",
+        "hymt_queue_depth",
+        "hymt_tokens_in_total",
+        "hymt_tokens_out_total",
+        "hymt_gpu_memory_used_bytes",
+        "hymt_kv_cache_tokens",
+        "hymt_kv_cache_bytes",
+        "hymt_max_in_flight",
+        "hymt_in_flight",
+        "hymt_startup_seconds",
+        "hymt_decode_steps_total",
+        "hymt_gpu_memory_total_bytes",
+        "hymt_oom_recoveries_total",
+        "hymt_profile_info",
+    ):
         assert name in metrics
     spec = httpx.get(f"{server.url}/openapi.json").json()
     assert {"/translate", "/detect", "/languages", "/v1/chat/completions", "/api/translate"} <= set(spec["paths"])
@@ -177,8 +224,14 @@ def test_health_metrics_openapi_docs(server):
 @pytest.fixture(scope="module")
 def busy_server(test_model, tmp_path_factory):
     # A small queue and long outputs, so a flood overflows it and a long job is still running when the client leaves.
-    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "busy.log", HYMT_MAX_QUEUE_SEGMENTS="40",
-                 HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="2", HYMT_MAX_CHARS="100000")
+    srv = Server(
+        test_model,
+        tmp_path_factory.mktemp("logs") / "busy.log",
+        HYMT_MAX_QUEUE_SEGMENTS="40",
+        HYMT_MAX_NEW_TOKENS="64",
+        HYMT_MAX_IN_FLIGHT="2",
+        HYMT_MAX_CHARS="100000",
+    )
     srv.wait_healthy()
     yield srv
     srv.stop()
@@ -206,8 +259,12 @@ def test_flood_gets_429_with_retry_after_and_nothing_hangs(busy_server):
 
 def test_client_disconnect_cancels_queued_work(busy_server):
     text = "\n".join(f"Sentence {i} to keep the engine busy." for i in range(38))
-    with httpx.stream("POST", f"{busy_server.url}/api/translate",
-                      json={"text": text, "source": "en", "target": "fr", "stream": True}, timeout=60) as response:
+    with httpx.stream(
+        "POST",
+        f"{busy_server.url}/api/translate",
+        json={"text": text, "source": "en", "target": "fr", "stream": True},
+        timeout=60,
+    ) as response:
         for line in response.iter_lines():
             if line.startswith("event: progress"):
                 break
@@ -230,9 +287,19 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog):
     from hymt.planner.tiers import CPU_TIER
     from hymt.settings import Settings
 
-    decision = Decision(profile="cpu", weights="fp32", kv_cache="fp32", device="cpu", kv_cache_tokens=4096,
-                        kv_cache_bytes=0, max_in_flight=8, prefill_tokens=512, max_seq_tokens=1104, reason="test",
-                        gpu=None)
+    decision = Decision(
+        profile="cpu",
+        weights="fp32",
+        kv_cache="fp32",
+        device="cpu",
+        kv_cache_tokens=4096,
+        kv_cache_bytes=0,
+        max_in_flight=8,
+        prefill_tokens=512,
+        max_seq_tokens=1104,
+        reason="test",
+        gpu=None,
+    )
     assert CPU_TIER.name == decision.profile
 
     def broken_factory(settings, decision, on_phase):
@@ -263,8 +330,11 @@ def test_api_keys_when_configured(test_model, tmp_path):
         assert wrong.status_code == 403
         ok = httpx.post(f"{srv.url}/translate", data={"q": "hi", "source": "en", "target": "de", "api_key": "k2"})
         assert ok.status_code == 200
-        bearer = httpx.post(f"{srv.url}/v1/chat/completions", headers={"Authorization": "Bearer k1"},
-                            json={"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "hi"}]})
+        bearer = httpx.post(
+            f"{srv.url}/v1/chat/completions",
+            headers={"Authorization": "Bearer k1"},
+            json={"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "hi"}]},
+        )
         assert bearer.status_code == 200
         assert httpx.get(f"{srv.url}/frontend/settings").json()["keyRequired"] is True
     finally:

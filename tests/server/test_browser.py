@@ -21,8 +21,11 @@ def server(test_model, tmp_path_factory):
 
 @pytest.fixture
 def page(browser, server):
-    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"], accept_downloads=True,
-                                  viewport={"width": 1100, "height": 800})
+    context = browser.new_context(
+        permissions=["clipboard-read", "clipboard-write"],
+        accept_downloads=True,
+        viewport={"width": 1100, "height": 800},
+    )
     pg = context.new_page()
     pg.goto(server.url + "/")
     pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
@@ -35,8 +38,9 @@ def test_type_translate_swap_copy(page, artifacts):
     assert page.inner_text("#counter").startswith("50 / 2,000")
     page.select_option("#target", "de")
     page.press("#input", "Control+Enter")
-    page.wait_for_function("document.querySelector('#output').textContent.length > 0 && "
-                           "!document.querySelector('#translate').disabled")
+    page.wait_for_function(
+        "document.querySelector('#output').textContent.length > 0 && !document.querySelector('#translate').disabled"
+    )
     output = page.inner_text("#output")
     assert output.count("\n") == 2
     assert page.inner_text("#detected").startswith("Detected: English")
@@ -73,8 +77,10 @@ def test_search_filters_without_changing_the_selection(page):
 
 def test_upload_srt_and_download_result(page, tmp_path):
     srt = tmp_path / "clip.srt"
-    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nHello there.\n\n2\n00:00:03,000 --> 00:00:04,000\n"
-                   "Goodbye.\n", encoding="utf-8")
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:02,000\nHello there.\n\n2\n00:00:03,000 --> 00:00:04,000\nGoodbye.\n",
+        encoding="utf-8",
+    )
     page.select_option("#target", "fr")
     page.set_input_files("#file", str(srt))
     page.wait_for_selector("#download:not([hidden])")
@@ -150,8 +156,11 @@ def test_keyboard_only(page):
 
 @pytest.fixture(scope="module")
 def quality_server(family_model, tmp_path_factory):
-    srv = Server(family_model("hy-mt1.5-7b"), tmp_path_factory.mktemp("logs") / "browser-quality.log",
-                 HYMT_FUSION_MODEL=str(family_model("hunyuan-mt-chimera-7b")))
+    srv = Server(
+        family_model("hy-mt1.5-7b"),
+        tmp_path_factory.mktemp("logs") / "browser-quality.log",
+        HYMT_FUSION_MODEL=str(family_model("hunyuan-mt-chimera-7b")),
+    )
     srv.wait_healthy()
     yield srv
     srv.stop()
@@ -447,13 +456,17 @@ def test_phone_layout_result_in_view_and_bounded_output(browser, server, artifac
     pg.fill("#input", "Hello world. " * 20)
     pg.click("#translate")
     pg.wait_for_function(IDLE)
-    box = pg.evaluate("(() => { const r = document.querySelector('#output').getBoundingClientRect(); "
-                      "return { top: r.top, bottom: r.bottom, height: innerHeight }; })()")
+    box = pg.evaluate(
+        "(() => { const r = document.querySelector('#output').getBoundingClientRect(); "
+        "return { top: r.top, bottom: r.bottom, height: innerHeight }; })()"
+    )
     assert 0 <= box["top"] < box["height"] - 80, box  # the translation's start is on the screen
     assert pg.evaluate("document.documentElement.scrollWidth") <= 390
     pg.evaluate("document.querySelector('#output').textContent = 'A long translation line.\\n'.repeat(400)")
-    sizes = pg.evaluate("(() => { const o = document.querySelector('#output'); "
-                        "return { client: o.clientHeight, scroll: o.scrollHeight, view: innerHeight }; })()")
+    sizes = pg.evaluate(
+        "(() => { const o = document.querySelector('#output'); "
+        "return { client: o.clientHeight, scroll: o.scrollHeight, view: innerHeight }; })()"
+    )
     assert sizes["client"] <= sizes["view"] * 0.7 and sizes["scroll"] > sizes["client"]  # it scrolls on its own
     pg.screenshot(path=str(artifacts / "page-phone-result.png"))
     context.close()
@@ -474,19 +487,25 @@ def test_a_page_on_another_origin_calls_the_api(browser, server, tmp_path):
     try:
         pg = context.new_page()
         pg.goto(f"http://127.0.0.1:{other.server_address[1]}/")
-        answer = pg.evaluate("""async (api) => {
+        answer = pg.evaluate(
+            """async (api) => {
             const r = await fetch(api + '/translate', { method: 'POST',
               headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer none-needed' },
               body: JSON.stringify({ q: 'Hello.', source: 'en', target: 'de' }) });
             const languages = await (await fetch(api + '/languages')).json();
             return { status: r.status, body: await r.json(), languages: languages.length };
-        }""", server.url)
+        }""",
+            server.url,
+        )
         assert answer["status"] == 200 and answer["body"]["translatedText"] and answer["languages"] == 38
-        refused = pg.evaluate("""async (api) => {
+        refused = pg.evaluate(
+            """async (api) => {
             const r = await fetch(api + '/translate', { method: 'POST', headers: { 'Content-Type': 'application/json' },
               body: JSON.stringify({ q: 'Hello.' }) });
             return { status: r.status, body: await r.json() };
-        }""", server.url)
+        }""",
+            server.url,
+        )
         assert refused["status"] == 400 and "target" in refused["body"]["error"]  # the page can read why
     finally:
         context.close()

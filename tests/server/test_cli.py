@@ -8,15 +8,33 @@ import sys
 
 import pytest
 
-SAMPLES = ["Hello world. How are you?", "你好，世界。今天天气很好！", "Bonjour le monde.", "  indented line  ", "",
-           "\t",
-           "Привет, мир! Как дела?", "བཀྲ་ཤིས་བདེ་ལེགས། ཁྱེད་རང་སྐུ་གཟུགས་བདེ་པོ་ཡིན་པས།", "مرحبا بالعالم",
-           "สวัสดีครับ ยินดีที่ได้รู้จัก", "12345", "こんにちは。元気ですか？", "", ""]
+SAMPLES = [
+    "Hello world. How are you?",
+    "你好，世界。今天天气很好！",
+    "Bonjour le monde.",
+    "  indented line  ",
+    "",
+    "\t",
+    "Привет, мир! Как дела?",
+    "བཀྲ་ཤིས་བདེ་ལེགས། ཁྱེད་རང་སྐུ་གཟུགས་བདེ་པོ་ཡིན་པས།",
+    "مرحبا بالعالم",
+    "สวัสดีครับ ยินดีที่ได้รู้จัก",
+    "12345",
+    "こんにちは。元気ですか？",
+    "",
+    "",
+]
 
 
 def run(*args, stdin=None, env=None):
-    return subprocess.run([sys.executable, "-m", "hymt", *args], input=stdin, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "HYMT_MAX_NEW_TOKENS": "6", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "hymt", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HYMT_MAX_NEW_TOKENS": "6", **(env or {})},
+    )
 
 
 def test_two_hundred_mixed_lines_in_two_hundred_out(test_model, tmp_path):
@@ -36,8 +54,17 @@ def test_two_hundred_mixed_lines_in_two_hundred_out(test_model, tmp_path):
 
 
 def test_stats_summarise_the_run_on_stderr(test_model):
-    result = run("translate", "--model", str(test_model), "--to", "de", "--greedy", "--stats", "-",
-                 stdin="One line.\nTwo lines.\nThree.")
+    result = run(
+        "translate",
+        "--model",
+        str(test_model),
+        "--to",
+        "de",
+        "--greedy",
+        "--stats",
+        "-",
+        stdin="One line.\nTwo lines.\nThree.",
+    )
     assert result.returncode == 0, result.stderr
     stats = json.loads(next(line for line in result.stderr.splitlines() if line.startswith('{"stats"')))["stats"]
     assert stats["segments"] == stats["segments_done"] == 3 and stats["tokens_out"] > 0
@@ -45,19 +72,32 @@ def test_stats_summarise_the_run_on_stderr(test_model):
 
 
 def test_stdin_and_source_language(test_model):
-    result = run("translate", "--model", str(test_model), "--to", "zh", "--from", "en", "--greedy", "-",
-                 stdin="One line.\nTwo lines.")
+    result = run(
+        "translate",
+        "--model",
+        str(test_model),
+        "--to",
+        "zh",
+        "--from",
+        "en",
+        "--greedy",
+        "-",
+        stdin="One line.\nTwo lines.",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == 1
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["translate", "--to", "klingon"], "unsupported target language"),
-    (["translate", "--to", "en", "/no/such/file.txt"], "cannot read /no/such/file.txt"),
-    (["translate", "--to", "en", "--max-segment-tokens", "3"], "HYMT_MAX_SEGMENT_TOKENS"),
-    (["translate"], "the following arguments are required: --to"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["translate", "--to", "klingon"], "unsupported target language"),
+        (["translate", "--to", "en", "/no/such/file.txt"], "cannot read /no/such/file.txt"),
+        (["translate", "--to", "en", "--max-segment-tokens", "3"], "HYMT_MAX_SEGMENT_TOKENS"),
+        (["translate"], "the following arguments are required: --to"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(test_model, args, needle):
     result = run(*args, "--model", str(test_model)) if args[0] == "translate" else run(*args)
     assert result.returncode == 2
@@ -65,11 +105,11 @@ def test_bad_arguments_exit_2_with_one_line(test_model, args, needle):
     assert needle in result.stderr
 
 
-@pytest.mark.parametrize("model,needle", [("/no/such/model", "does not exist"),
-                                          ("some-org/not-downloadable-here", "cannot fetch")])
+@pytest.mark.parametrize(
+    "model,needle", [("/no/such/model", "does not exist"), ("some-org/not-downloadable-here", "cannot fetch")]
+)
 def test_unloadable_model_exits_1_with_one_line(model, needle):
-    result = run("translate", "--model", model, "--to", "en", "-", stdin="hi",
-                 env={"HF_HUB_OFFLINE": "1"})
+    result = run("translate", "--model", model, "--to", "en", "-", stdin="hi", env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 1
     # What the loading did so far, then one line that says why it failed.
     *said, error = result.stderr.strip().splitlines()
@@ -114,13 +154,16 @@ def test_documents_by_extension(test_model, tmp_path):
     assert result.returncode == 2 and ".key is not a supported format" in result.stderr
 
 
-@pytest.mark.parametrize("name,output,needle", [
-    ("letter.rtf", None, ".rtf is not a supported format; supported: .txt, .md"),
-    ("slides.key", None, ".key is not a supported format"),
-    ("README", None, "a file without an extension is not a supported format"),
-    ("notes.txt", "notes.docx", "the output must end in .txt too"),
-    ("deck.pptx", "deck.txt", "the output must end in .pptx too"),
-])
+@pytest.mark.parametrize(
+    "name,output,needle",
+    [
+        ("letter.rtf", None, ".rtf is not a supported format; supported: .txt, .md"),
+        ("slides.key", None, ".key is not a supported format"),
+        ("README", None, "a file without an extension is not a supported format"),
+        ("notes.txt", "notes.docx", "the output must end in .txt too"),
+        ("deck.pptx", "deck.txt", "the output must end in .pptx too"),
+    ],
+)
 def test_the_file_types_are_the_servers(tmp_path, name, output, needle):
     """Exactly what the server's /translate_file takes (documents.FORMATS), refused before any model loads."""
     (tmp_path / name).write_bytes(b"{\\rtf1 Hello}" if name.endswith(".rtf") else b"%PDF-1.4 hello")
@@ -152,8 +195,9 @@ def test_through_a_running_server(server, tmp_path):
     import samples
 
     lines = ["First line.", "", "  Indented second.", "Third."]
-    result = run("translate", "--server", server.url, "--api-key", "k1", "--to", "de", "-",
-                 stdin="\n".join(lines) + "\n")
+    result = run(
+        "translate", "--server", server.url, "--api-key", "k1", "--to", "de", "-", stdin="\n".join(lines) + "\n"
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout.split("\n")
     assert len(out) == 5 and out[1] == "" and out[2].startswith("  ") and out[4] == ""
@@ -167,11 +211,14 @@ def test_through_a_running_server(server, tmp_path):
     assert len(docx.Document(str(tmp_path / "report.fr.docx")).tables) == 1
 
 
-@pytest.mark.parametrize("args,code,needle", [
-    (["--api-key", "wrong"], 2, "the server answered 403: invalid API key"),
-    (["--greedy"], 2, "--greedy is for a model loaded here"),
-    (["--model", "/x"], 2, "--model is for a model loaded here"),
-])
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (["--api-key", "wrong"], 2, "the server answered 403: invalid API key"),
+        (["--greedy"], 2, "--greedy is for a model loaded here"),
+        (["--model", "/x"], 2, "--model is for a model loaded here"),
+    ],
+)
 def test_server_refusals_are_one_line(server, args, code, needle):
     result = run("translate", "--server", server.url, "--to", "de", *args, "-", stdin="Hello.")
     errors = [line for line in result.stderr.splitlines() if line.startswith("hymt: error: ")]

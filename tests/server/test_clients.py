@@ -23,8 +23,9 @@ def server(test_model, tmp_path_factory):
 @pytest.fixture(scope="module")
 def keyed_server(test_model, tmp_path_factory):
     """Keys required, and cross-origin calls allowed from one origin only."""
-    with serving(test_model, tmp_path_factory.mktemp("logs") / "keyed.log", HYMT_API_KEYS="k1",
-                 HYMT_CORS_ORIGINS=ALLOWED_ORIGIN) as srv:
+    with serving(
+        test_model, tmp_path_factory.mktemp("logs") / "keyed.log", HYMT_API_KEYS="k1", HYMT_CORS_ORIGINS=ALLOWED_ORIGIN
+    ) as srv:
         yield srv
 
 
@@ -61,13 +62,27 @@ def test_query_fields_fill_in_a_form_but_the_body_wins(server):
 def test_mastodon_request_without_a_key(server):
     """Mastodon's LibreTranslate provider: a list in q, format html, api_key null when none is configured, and
     /languages read for each source's targets."""
-    body = httpx.post(f"{server.url}/translate", json={
-        "q": ["<p>Hello <b>world</b></p>", "<p>Second post</p>"], "source": "en", "target": "de", "format": "html",
-        "api_key": None}).json()
+    body = httpx.post(
+        f"{server.url}/translate",
+        json={
+            "q": ["<p>Hello <b>world</b></p>", "<p>Second post</p>"],
+            "source": "en",
+            "target": "de",
+            "format": "html",
+            "api_key": None,
+        },
+    ).json()
     assert len(body["translatedText"]) == 2 and all(t.startswith("<p>") for t in body["translatedText"])
-    auto = httpx.post(f"{server.url}/translate", json={"q": ["<p>Bonjour à tous, comment ça va ?</p>"],
-                                                       "source": "auto", "target": "en", "format": "html",
-                                                       "api_key": None}).json()
+    auto = httpx.post(
+        f"{server.url}/translate",
+        json={
+            "q": ["<p>Bonjour à tous, comment ça va ?</p>"],
+            "source": "auto",
+            "target": "en",
+            "format": "html",
+            "api_key": None,
+        },
+    ).json()
     assert auto["detectedLanguage"][0]["language"] == "fr"
     languages = httpx.get(f"{server.url}/languages").json()
     by_code = {lang["code"]: lang for lang in languages}
@@ -85,22 +100,30 @@ def test_mastodon_null_key_where_keys_are_required(keyed_server):
 
 def test_weblate_request_shapes(server):
     """Weblate's LibreTranslate machine: a form (no key on a self-hosted server), and a JSON list with keys absent."""
-    form = httpx.post(f"{server.url}/translate", data={"q": "Save the file", "source": "en", "target": "cs",
-                                                       "format": "text"})
+    form = httpx.post(
+        f"{server.url}/translate", data={"q": "Save the file", "source": "en", "target": "cs", "format": "text"}
+    )
     assert form.status_code == 200 and isinstance(form.json()["translatedText"], str)
-    many = httpx.post(f"{server.url}/translate", json={"q": ["Open", "Close", "Save as…"], "source": "en",
-                                                       "target": "uk"}).json()
+    many = httpx.post(
+        f"{server.url}/translate", json={"q": ["Open", "Close", "Save as…"], "source": "en", "target": "uk"}
+    ).json()
     assert len(many["translatedText"]) == 3
 
 
 def test_alternatives_are_distinct_candidates_best_first(server):
-    body = httpx.post(f"{server.url}/translate", json={"q": "Hello world. How are you?", "source": "en",
-                                                       "target": "de", "alternatives": 3}, timeout=120).json()
+    body = httpx.post(
+        f"{server.url}/translate",
+        json={"q": "Hello world. How are you?", "source": "en", "target": "de", "alternatives": 3},
+        timeout=120,
+    ).json()
     alternatives = body["alternatives"]
     assert len(alternatives) == 3 and all(alternatives)
     assert len({body["translatedText"], *alternatives}) == 4  # distinct, the translation not among them
-    listed = httpx.post(f"{server.url}/translate", json={"q": ["One.", "Two."], "source": "en", "target": "fr",
-                                                         "alternatives": 2}, timeout=120).json()
+    listed = httpx.post(
+        f"{server.url}/translate",
+        json={"q": ["One.", "Two."], "source": "en", "target": "fr", "alternatives": 2},
+        timeout=120,
+    ).json()
     assert [len(a) for a in listed["alternatives"]] == [2, 2]
     for text, others in zip(listed["translatedText"], listed["alternatives"]):
         assert text not in others and len(set(others)) == 2
@@ -122,8 +145,11 @@ def test_openai_stream_with_usage(server):
     client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
     messages = [{"role": "user", "content": "Hello. Goodbye."}]
     whole = client.chat.completions.create(model="hunyuan-mt:de", messages=messages)
-    chunks = list(client.chat.completions.create(model="hunyuan-mt:de", messages=messages, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="hunyuan-mt:de", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert all(c.usage is None for c in chunks[:-1])
     assert chunks[-1].usage.model_dump() == whole.usage.model_dump()  # greedy: the same tokens either way
@@ -133,17 +159,23 @@ def test_openai_stream_with_usage(server):
 
 
 def test_cors_preflight_and_answers(server):
-    preflight = httpx.options(f"{server.url}/translate", headers={
-        "Origin": "http://elsewhere.example", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type, x-custom"})
+    preflight = httpx.options(
+        f"{server.url}/translate",
+        headers={
+            "Origin": "http://elsewhere.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type, x-custom",
+        },
+    )
     assert preflight.status_code == 200
     assert preflight.headers["access-control-allow-origin"] == "*"
     assert "POST" in preflight.headers["access-control-allow-methods"]
     allowed = {h.strip() for h in preflight.headers["access-control-allow-headers"].lower().split(",")}
     assert {"authorization", "content-type", "x-custom"} <= allowed
     assert "access-control-allow-credentials" not in preflight.headers
-    answer = httpx.post(f"{server.url}/translate", json={"q": "Hi", "target": "de"},
-                        headers={"Origin": "http://elsewhere.example"})
+    answer = httpx.post(
+        f"{server.url}/translate", json={"q": "Hi", "target": "de"}, headers={"Origin": "http://elsewhere.example"}
+    )
     assert answer.headers["access-control-allow-origin"] == "*"
     refused = httpx.post(f"{server.url}/translate", json={"target": "de"}, headers={"Origin": "http://x.example"})
     assert refused.status_code == 400 and refused.headers["access-control-allow-origin"] == "*"
@@ -151,17 +183,25 @@ def test_cors_preflight_and_answers(server):
 
 def test_cors_limited_to_configured_origins(keyed_server):
     def preflight(origin):
-        return httpx.options(f"{keyed_server.url}/translate", headers={
-            "Origin": origin, "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization"})
+        return httpx.options(
+            f"{keyed_server.url}/translate",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization",
+            },
+        )
 
     ok = preflight(ALLOWED_ORIGIN)
     assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
     assert "authorization" in ok.headers["access-control-allow-headers"].lower()
     other = preflight("http://other.example")
     assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
-    answer = httpx.post(f"{keyed_server.url}/translate", json={"q": "Hi", "target": "de"},
-                        headers={"Origin": "http://other.example", "Authorization": "Bearer k1"})
+    answer = httpx.post(
+        f"{keyed_server.url}/translate",
+        json={"q": "Hi", "target": "de"},
+        headers={"Origin": "http://other.example", "Authorization": "Bearer k1"},
+    )
     assert answer.status_code == 200 and "access-control-allow-origin" not in answer.headers
 
 

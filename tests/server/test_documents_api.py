@@ -22,8 +22,13 @@ from servers import Server, sse_events
 def server(test_model, tmp_path_factory):
     files = tmp_path_factory.mktemp("files")
     # A short queue: a document longer than it is translated in parts, not refused.
-    srv = Server(test_model, tmp_path_factory.mktemp("logs") / "files.log", HYMT_MAX_FILE_BYTES="200000",
-                 HYMT_FILES_DIR=str(files), HYMT_MAX_QUEUE_SEGMENTS="8")
+    srv = Server(
+        test_model,
+        tmp_path_factory.mktemp("logs") / "files.log",
+        HYMT_MAX_FILE_BYTES="200000",
+        HYMT_FILES_DIR=str(files),
+        HYMT_MAX_QUEUE_SEGMENTS="8",
+    )
     srv.files = files
     srv.wait_healthy()
     yield srv
@@ -32,8 +37,12 @@ def server(test_model, tmp_path_factory):
 
 def translate_file(server, name: str, data: bytes, target: str = "de", source: str = "en") -> tuple[dict, bytes]:
     """As LibreTranslate's clients call it: a multipart form with file, source, target (and api_key)."""
-    response = httpx.post(f"{server.url}/translate_file", files={"file": (name, data)},
-                          data={"source": source, "target": target, "api_key": ""}, timeout=300)
+    response = httpx.post(
+        f"{server.url}/translate_file",
+        files={"file": (name, data)},
+        data={"source": source, "target": target, "api_key": ""},
+        timeout=300,
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     download = httpx.get(body["translatedFileUrl"], timeout=30)
@@ -58,8 +67,9 @@ def test_html_po_xliff_srt_xlsx_pptx_round_trip(server):
     _, out = translate_file(server, "page.html", samples.HTML)
     page = lxml_html.fromstring(out)
     assert page.get("lang") == "de" and page.xpath("//script")[0].text == 'var a = "keep me";'
-    assert [e.tag for e in page.iter("h1", "p", "div", "img", "pre")] == \
-        [e.tag for e in lxml_html.fromstring(samples.HTML).iter("h1", "p", "div", "img", "pre")]
+    assert [e.tag for e in page.iter("h1", "p", "div", "img", "pre")] == [
+        e.tag for e in lxml_html.fromstring(samples.HTML).iter("h1", "p", "div", "img", "pre")
+    ]
 
     _, out = translate_file(server, "app.pot", samples.PO.encode())
     catalogue = polib.pofile(out.decode())
@@ -96,8 +106,13 @@ def test_document_longer_than_the_queue(server):
 
 def test_page_endpoint_streams_progress(server):
     events = []
-    with httpx.stream("POST", f"{server.url}/api/translate_file", files={"file": ("notes.md", b"# Hi\n\nOne. Two.\n")},
-                      data={"source": "auto", "target": "fr"}, timeout=300) as response:
+    with httpx.stream(
+        "POST",
+        f"{server.url}/api/translate_file",
+        files={"file": ("notes.md", b"# Hi\n\nOne. Two.\n")},
+        data={"source": "auto", "target": "fr"},
+        timeout=300,
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         events.extend(sse_events(response))
     kinds = [k for k, _ in events]
@@ -109,16 +124,21 @@ def test_page_endpoint_streams_progress(server):
 
 
 def test_errors_and_names(server):
-    response = httpx.post(f"{server.url}/translate_file", files={"file": ("a.key", b"PK")},
-                          data={"source": "en", "target": "de"})
+    response = httpx.post(
+        f"{server.url}/translate_file", files={"file": ("a.key", b"PK")}, data={"source": "en", "target": "de"}
+    )
     assert response.status_code == 415 and ".docx" in response.json()["error"]
-    response = httpx.post(f"{server.url}/translate_file", files={"file": ("big.txt", b"a" * 300000)},
-                          data={"source": "en", "target": "de"})
+    response = httpx.post(
+        f"{server.url}/translate_file",
+        files={"file": ("big.txt", b"a" * 300000)},
+        data={"source": "en", "target": "de"},
+    )
     assert response.status_code == 413
     response = httpx.post(f"{server.url}/translate_file", data={"source": "en", "target": "de"})
     assert response.status_code == 400 and response.json()["error_type"] == "missing_field"
-    response = httpx.post(f"{server.url}/translate_file", files={"file": ("x.docx", b"not a zip")},
-                          data={"source": "en", "target": "de"})
+    response = httpx.post(
+        f"{server.url}/translate_file", files={"file": ("x.docx", b"not a zip")}, data={"source": "en", "target": "de"}
+    )
     assert response.status_code == 400 and response.json()["error_type"] == "invalid_file"
     body, _ = translate_file(server, "../../etc/pass wd.txt", b"Hello there.\n")
     assert body["name"] == "pass wd.de.txt"
@@ -152,15 +172,28 @@ def test_odf_round_trip(server, ext):
     before, after = zipfile.ZipFile(io.BytesIO(data)), zipfile.ZipFile(io.BytesIO(out))
     assert after.namelist() == before.namelist()
     # Runs translated apart come back as the spans they were; the elements and their attributes are the same.
-    assert samples.odf_shape(etree.fromstring(after.read("content.xml"))) == \
-        samples.odf_shape(etree.fromstring(before.read("content.xml")))
+    assert samples.odf_shape(etree.fromstring(after.read("content.xml"))) == samples.odf_shape(
+        etree.fromstring(before.read("content.xml"))
+    )
 
 
 def test_a_file_named_otherwise_is_read_by_its_media_type(server):
-    response = httpx.post(f"{server.url}/translate_file", data={"source": "en", "target": "de"}, timeout=300,
-                          files={"file": ("upload.bin", samples.document(".odt", ["Hello there."]),
-                                          "application/vnd.oasis.opendocument.text")})
+    response = httpx.post(
+        f"{server.url}/translate_file",
+        data={"source": "en", "target": "de"},
+        timeout=300,
+        files={
+            "file": (
+                "upload.bin",
+                samples.document(".odt", ["Hello there."]),
+                "application/vnd.oasis.opendocument.text",
+            )
+        },
+    )
     assert response.status_code == 200 and response.json()["name"] == "upload.de.odt", response.text
-    response = httpx.post(f"{server.url}/translate_file", data={"source": "en", "target": "de"},
-                          files={"file": ("upload.bin", b"x", "application/zip")})
+    response = httpx.post(
+        f"{server.url}/translate_file",
+        data={"source": "en", "target": "de"},
+        files={"file": ("upload.bin", b"x", "application/zip")},
+    )
     assert response.status_code == 415 and ".odt" in response.json()["error"]

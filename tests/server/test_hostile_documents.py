@@ -50,8 +50,7 @@ def hostile(ext: str, kind: str) -> bytes:
     if kind == "count":
         return samples.rezip(base, add={f"parts/{i}.xml": b"" for i in range(1100)})
     if kind in ("laughs", "external"):
-        doctype, name = ((samples.BILLION_LAUGHS, "lol9") if kind == "laughs"
-                         else (samples.EXTERNAL_ENTITY, "secret"))
+        doctype, name = (samples.BILLION_LAUGHS, "lol9") if kind == "laughs" else (samples.EXTERNAL_ENTITY, "secret")
         if ext in samples.ARCHIVES:
             return samples.with_main(ext, base, lambda xml: samples.with_doctype(xml, doctype, name))
         return samples.with_doctype(base, doctype, name)
@@ -66,14 +65,22 @@ def hostile(ext: str, kind: str) -> bytes:
     raise ValueError(kind)
 
 
-ARCHIVE_KINDS = {"member": (413, "archive_too_large"), "ratio": (413, "archive_too_large"),
-                 "total": (413, "archive_too_large"), "count": (413, "archive_too_large"),
-                 "laughs": (400, "xml_entities"), "external": (400, "xml_entities")}
+ARCHIVE_KINDS = {
+    "member": (413, "archive_too_large"),
+    "ratio": (413, "archive_too_large"),
+    "total": (413, "archive_too_large"),
+    "count": (413, "archive_too_large"),
+    "laughs": (400, "xml_entities"),
+    "external": (400, "xml_entities"),
+}
 SEGMENT_KINDS = {"segments": (413, "too_many_segments"), "long": (413, "segment_too_long")}
 PDF_KINDS = {"inflate": (413, "pdf_too_large"), "pages": (413, "pdf_too_large")}
-CASES = ([(ext, kind) for ext in samples.ARCHIVES for kind in ARCHIVE_KINDS]
-         + [(".xliff", kind) for kind in ("laughs", "external")] + [(".pdf", kind) for kind in PDF_KINDS]
-         + [(ext, kind) for ext in FORMATS for kind in SEGMENT_KINDS])
+CASES = (
+    [(ext, kind) for ext in samples.ARCHIVES for kind in ARCHIVE_KINDS]
+    + [(".xliff", kind) for kind in ("laughs", "external")]
+    + [(".pdf", kind) for kind in PDF_KINDS]
+    + [(ext, kind) for ext in FORMATS for kind in SEGMENT_KINDS]
+)
 EXPECTED = {**ARCHIVE_KINDS, **SEGMENT_KINDS, **PDF_KINDS}
 
 
@@ -93,8 +100,12 @@ def server(test_model, tmp_path_factory):
 
 def _post(server, name: str, data: bytes, timeout: float = 30) -> httpx.Response:
     # The timeout is the "within seconds": a refusal is no work at all, so a generous bound cannot pass a slow one.
-    return httpx.post(f"{server.url}/translate_file", files={"file": (name, data)},
-                      data={"source": "en", "target": "de"}, timeout=timeout)
+    return httpx.post(
+        f"{server.url}/translate_file",
+        files={"file": (name, data)},
+        data={"source": "en", "target": "de"},
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("ext,kind", CASES, ids=[f"{e[1:]}-{k}" for e, k in CASES])
@@ -103,8 +114,12 @@ def test_hostile_document_is_refused_at_once_with_memory_flat(server, ext, kind)
     assert len(data) < 2_000_000
     status, error_type = EXPECTED[kind]
     for path in ("/translate_file", "/api/translate_file"):
-        response = httpx.post(f"{server.url}{path}", files={"file": (f"hostile{ext}", data)},
-                              data={"source": "en", "target": "de"}, timeout=30)
+        response = httpx.post(
+            f"{server.url}{path}",
+            files={"file": (f"hostile{ext}", data)},
+            data={"source": "en", "target": "de"},
+            timeout=30,
+        )
         assert response.status_code == status, response.text
         assert response.headers["content-type"].startswith("application/json")
         assert response.json()["error_type"] == error_type
@@ -129,17 +144,41 @@ def test_server_is_healthy_after_the_hostile_documents(server):
     assert peak_memory(server) - server.baseline < MEMORY_GROWTH_LIMIT
 
 
-CLI_CASES = [(".docx", "member"), (".odt", "ratio"), (".pptx", "count"), (".epub", "laughs"),
-             (".xliff", "external"), (".ods", "segments"), (".md", "long"), (".pdf", "inflate")]
+CLI_CASES = [
+    (".docx", "member"),
+    (".odt", "ratio"),
+    (".pptx", "count"),
+    (".epub", "laughs"),
+    (".xliff", "external"),
+    (".ods", "segments"),
+    (".md", "long"),
+    (".pdf", "inflate"),
+]
 
 
 @pytest.mark.parametrize("ext,kind", CLI_CASES, ids=[f"{e[1:]}-{k}" for e, k in CLI_CASES])
 def test_cli_refuses_hostile_documents_with_one_line(test_model, tmp_path, ext, kind):
     path = tmp_path / f"hostile{ext}"
     path.write_bytes(hostile(ext, kind))
-    done = subprocess.run([sys.executable, "-m", "hymt", "translate", "--model", str(test_model), "--to", "de",
-                           "-o", str(tmp_path / f"out{ext}"), str(path)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **ENV})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hymt",
+            "translate",
+            "--model",
+            str(test_model),
+            "--to",
+            "de",
+            "-o",
+            str(tmp_path / f"out{ext}"),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **ENV},
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hymt: error: "), done.stderr
@@ -149,7 +188,23 @@ def test_cli_refuses_hostile_documents_with_one_line(test_model, tmp_path, ext, 
 def test_cli_refuses_a_file_over_the_limit_without_reading_it_whole(test_model, tmp_path):
     path = tmp_path / "big.txt"
     path.write_bytes(b"words and more words\n" * 200_000)
-    done = subprocess.run([sys.executable, "-m", "hymt", "translate", "--model", str(test_model), "--to", "de",
-                           "-o", str(tmp_path / "out.txt"), str(path)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **ENV})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hymt",
+            "translate",
+            "--model",
+            str(test_model),
+            "--to",
+            "de",
+            "-o",
+            str(tmp_path / "out.txt"),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **ENV},
+    )
     assert done.returncode == 2 and "HYMT_MAX_FILE_BYTES" in done.stderr, done.stderr

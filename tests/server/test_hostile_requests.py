@@ -43,8 +43,9 @@ def test_schemathesis_all_checks_pass_with_keys_required(test_model, tmp_path):
     srv = Server(test_model, tmp_path / "keys.log", HYMT_API_KEYS="fuzz-key-1", **LIMITS)
     try:
         srv.wait_healthy()
-        schemathesis(srv.url, tmp_path, "--max-examples", "10", "--seed", "3",
-                     "--header", "Authorization: Bearer fuzz-key-1")
+        schemathesis(
+            srv.url, tmp_path, "--max-examples", "10", "--seed", "3", "--header", "Authorization: Bearer fuzz-key-1"
+        )
     finally:
         srv.stop()
     assert "Traceback" not in srv.log_path.read_text()
@@ -72,8 +73,9 @@ def test_unusual_unicode_is_translated(server, name):
     assert isinstance(body["translatedText"], str)
     page = post(server, "/api/translate", json={"text": text, "source": "auto", "target": "zh"})
     assert page.status_code == 200 and "translatedText" in page.json()
-    chat = post(server, "/v1/chat/completions", json={"model": "hunyuan-mt:fr",
-                                                      "messages": [{"role": "user", "content": text}]})
+    chat = post(
+        server, "/v1/chat/completions", json={"model": "hunyuan-mt:fr", "messages": [{"role": "user", "content": text}]}
+    )
     assert chat.status_code == 200
 
 
@@ -88,8 +90,11 @@ def test_lone_surrogates_are_a_400(server, path, field):
         body = f'{{"{field}": "{escape}", "target": "de"}}'.encode()
         response = raw(server, path, body)
         assert response.status_code == 400 and response.json()["error_type"] == "invalid_text", response.text
-    chat = raw(server, "/v1/chat/completions",
-               b'{"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "\\ud83d"}]}')
+    chat = raw(
+        server,
+        "/v1/chat/completions",
+        b'{"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "\\ud83d"}]}',
+    )
     assert chat.status_code == 400 and chat.json()["error"]["type"] == "invalid_text"
     key = raw(server, "/translate", b'{"q": "hi", "target": "de", "\\udead": 1}')
     assert key.status_code == 400
@@ -140,11 +145,17 @@ def test_huge_bodies_are_a_413_declared_or_streamed(server):
     assert raw(server, "/translate", many_keys.encode()).status_code == 200
 
 
-@pytest.mark.parametrize("path,content_type", [
-    ("/translate", "text/plain"), ("/translate", "application/xml"), ("/detect", "application/octet-stream"),
-    ("/api/translate", "application/x-www-form-urlencoded"), ("/v1/chat/completions", "multipart/form-data"),
-    ("/v1/chat/completions", "text/html"),
-])
+@pytest.mark.parametrize(
+    "path,content_type",
+    [
+        ("/translate", "text/plain"),
+        ("/translate", "application/xml"),
+        ("/detect", "application/octet-stream"),
+        ("/api/translate", "application/x-www-form-urlencoded"),
+        ("/v1/chat/completions", "multipart/form-data"),
+        ("/v1/chat/completions", "text/html"),
+    ],
+)
 def test_other_content_types_are_a_415(server, path, content_type):
     response = raw(server, path, b'{"q": "hi", "target": "de"}', content_type)
     assert response.status_code == 415, response.text
@@ -165,20 +176,23 @@ def _part(name: str, value: bytes, filename: str | None = None) -> bytes:
     return f"--XyZ\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + value + b"\r\n"
 
 
-@pytest.mark.parametrize("body,content_type", [
-    (b"--XyZ\r\nno headers at all", MULTIPART),  # truncated
-    (_part("q", b"hi"), MULTIPART),  # no closing boundary
-    (_part("q", b"hi") + b"--XyZ--\r\n", "multipart/form-data"),  # no boundary parameter
-    (_part("q", b"hi") + b"--XyZ--\r\n", "multipart/form-data; boundary="),
-    (b"--XyZ\r\nContent-Disposition: form-data\r\n\r\nnameless\r\n--XyZ--\r\n", MULTIPART),
-    (_part("q", b"hi", filename="a.txt") + _part("target", b"de") + b"--XyZ--\r\n", MULTIPART),  # q as a file
-    (b"".join(_part(f"f{i}", b"v") for i in range(1500)) + b"--XyZ--\r\n", MULTIPART),  # too many fields
-    (b"".join(_part("q", b"x", filename=f"{i}.txt") for i in range(1500)) + b"--XyZ--\r\n", MULTIPART),
-    (b"q=%ED%A0%80&target=de", "application/x-www-form-urlencoded"),  # an encoded lone surrogate
-    (b"q=%FF%FE&target=de", "application/x-www-form-urlencoded"),
-    (b"q=" + b"a" * 501 + b"&target=de", "application/x-www-form-urlencoded"),
-    (b"q=hi&target=de&alternatives=lots", "application/x-www-form-urlencoded"),
-])
+@pytest.mark.parametrize(
+    "body,content_type",
+    [
+        (b"--XyZ\r\nno headers at all", MULTIPART),  # truncated
+        (_part("q", b"hi"), MULTIPART),  # no closing boundary
+        (_part("q", b"hi") + b"--XyZ--\r\n", "multipart/form-data"),  # no boundary parameter
+        (_part("q", b"hi") + b"--XyZ--\r\n", "multipart/form-data; boundary="),
+        (b"--XyZ\r\nContent-Disposition: form-data\r\n\r\nnameless\r\n--XyZ--\r\n", MULTIPART),
+        (_part("q", b"hi", filename="a.txt") + _part("target", b"de") + b"--XyZ--\r\n", MULTIPART),  # q as a file
+        (b"".join(_part(f"f{i}", b"v") for i in range(1500)) + b"--XyZ--\r\n", MULTIPART),  # too many fields
+        (b"".join(_part("q", b"x", filename=f"{i}.txt") for i in range(1500)) + b"--XyZ--\r\n", MULTIPART),
+        (b"q=%ED%A0%80&target=de", "application/x-www-form-urlencoded"),  # an encoded lone surrogate
+        (b"q=%FF%FE&target=de", "application/x-www-form-urlencoded"),
+        (b"q=" + b"a" * 501 + b"&target=de", "application/x-www-form-urlencoded"),
+        (b"q=hi&target=de&alternatives=lots", "application/x-www-form-urlencoded"),
+    ],
+)
 def test_multipart_and_form_abuse_is_a_4xx(server, body, content_type):
     response = raw(server, "/translate", body, content_type)
     assert 400 <= response.status_code < 500, response.text
@@ -202,16 +216,40 @@ def test_a_multipart_part_over_the_upload_limit_is_refused(server):
     assert response.status_code == 413
 
 
-GARBAGE = [b"", b"\x00" * 64, b"PK\x03\x04" + bytes(range(256)) * 4, "<p>\ud800</p>".encode("utf-8", "surrogatepass"),
-           b"\xff\xfe" + "héllo".encode("utf-16-le"), b"<" * 5000]
+GARBAGE = [
+    b"",
+    b"\x00" * 64,
+    b"PK\x03\x04" + bytes(range(256)) * 4,
+    "<p>\ud800</p>".encode("utf-8", "surrogatepass"),
+    b"\xff\xfe" + "héllo".encode("utf-16-le"),
+    b"<" * 5000,
+]
 
 
-@pytest.mark.parametrize("name", ["a.docx", "a.pptx", "a.xlsx", "a.epub", "a.po", "a.xliff", "a.html", "a.srt",
-                                  "a.vtt", "a.md", "a.txt", "../../etc/passwd.txt", "noext", "a.exe"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a.docx",
+        "a.pptx",
+        "a.xlsx",
+        "a.epub",
+        "a.po",
+        "a.xliff",
+        "a.html",
+        "a.srt",
+        "a.vtt",
+        "a.md",
+        "a.txt",
+        "../../etc/passwd.txt",
+        "noext",
+        "a.exe",
+    ],
+)
 @pytest.mark.parametrize("content", range(len(GARBAGE)))
 def test_garbage_documents_are_a_4xx_or_translated(server, name, content):
-    response = post(server, "/translate_file", files={"file": (name, GARBAGE[content])},
-                    data={"source": "en", "target": "de"})
+    response = post(
+        server, "/translate_file", files={"file": (name, GARBAGE[content])}, data={"source": "en", "target": "de"}
+    )
     assert response.status_code in (200, 400, 413, 415), response.text
     if response.status_code == 200:
         assert "/download_file/" in response.json()["translatedFileUrl"]

@@ -19,8 +19,9 @@ CLIENT_TIMEOUT_S = 120
 def test_flood_every_request_gets_200_or_429_in_time(test_model, tmp_path):
     # A short wait limit and four segments in flight, so that a flood of 256 overflows it however fast the machine
     # is (a faster engine admitted all 256 with the default rows); the queue limit stays far away.
-    srv = Server(test_model, tmp_path / "flood.log", HYMT_MAX_QUEUE_WAIT_S="2", HYMT_MAX_NEW_TOKENS="64",
-                 HYMT_MAX_IN_FLIGHT="4")
+    srv = Server(
+        test_model, tmp_path / "flood.log", HYMT_MAX_QUEUE_WAIT_S="2", HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="4"
+    )
     try:
         srv.wait_healthy()
         barrier = threading.Barrier(64)
@@ -30,11 +31,17 @@ def test_flood_every_request_gets_200_or_429_in_time(test_model, tmp_path):
                 barrier.wait()  # the first 64 arrive at the same instant
             try:
                 if i % 4 == 3:
-                    r = httpx.post(f"{srv.url}/v1/chat/completions", timeout=CLIENT_TIMEOUT_S,
-                                   json={"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": f"Hi {i}."}]})
+                    r = httpx.post(
+                        f"{srv.url}/v1/chat/completions",
+                        timeout=CLIENT_TIMEOUT_S,
+                        json={"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": f"Hi {i}."}]},
+                    )
                 else:
-                    r = httpx.post(f"{srv.url}/translate", timeout=CLIENT_TIMEOUT_S,
-                                   json={"q": f"Request number {i} of the flood.", "source": "en", "target": "de"})
+                    r = httpx.post(
+                        f"{srv.url}/translate",
+                        timeout=CLIENT_TIMEOUT_S,
+                        json={"q": f"Request number {i} of the flood.", "source": "en", "target": "de"},
+                    )
             except httpx.TimeoutException as exc:
                 return i, "timeout", None, repr(exc)
             return i, r.status_code, r.headers.get("retry-after"), r.json()
@@ -76,8 +83,12 @@ def _stream_then_sigterm(srv: Server, lines: int) -> tuple[list, threading.Threa
     text = "\n".join(f"Line {i} of a document that is still being translated." for i in range(lines))
 
     def client():
-        with httpx.stream("POST", f"{srv.url}/api/translate", timeout=CLIENT_TIMEOUT_S,
-                          json={"text": text, "source": "en", "target": "de", "stream": True}) as response:
+        with httpx.stream(
+            "POST",
+            f"{srv.url}/api/translate",
+            timeout=CLIENT_TIMEOUT_S,
+            json={"text": text, "source": "en", "target": "de", "stream": True},
+        ) as response:
             for kind, data in sse_events(response):
                 events.append((kind, data))
                 if kind == "token":
@@ -92,8 +103,9 @@ def _stream_then_sigterm(srv: Server, lines: int) -> tuple[list, threading.Threa
 
 def test_sigterm_drains_in_flight_work_refuses_new_and_exits_zero(test_model, tmp_path):
     # Enough work (20 segments, two at a time) that it is still in flight while the checks below run.
-    srv = Server(test_model, tmp_path / "drain.log", HYMT_MAX_NEW_TOKENS="48", HYMT_MAX_IN_FLIGHT="2",
-                 HYMT_DRAIN_GRACE_S="600")
+    srv = Server(
+        test_model, tmp_path / "drain.log", HYMT_MAX_NEW_TOKENS="48", HYMT_MAX_IN_FLIGHT="2", HYMT_DRAIN_GRACE_S="600"
+    )
     srv.wait_healthy()
     events, client = _stream_then_sigterm(srv, lines=20)
     health = httpx.get(f"{srv.url}/health", timeout=10)
@@ -111,8 +123,9 @@ def test_sigterm_drains_in_flight_work_refuses_new_and_exits_zero(test_model, tm
 
 
 def test_drain_past_its_grace_ends_what_is_left_with_an_error(test_model, tmp_path):
-    srv = Server(test_model, tmp_path / "grace.log", HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="2",
-                 HYMT_DRAIN_GRACE_S="1")
+    srv = Server(
+        test_model, tmp_path / "grace.log", HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="2", HYMT_DRAIN_GRACE_S="1"
+    )
     srv.wait_healthy()
     events, client = _stream_then_sigterm(srv, lines=30)
     client.join(CLIENT_TIMEOUT_S)
@@ -124,15 +137,21 @@ def test_drain_past_its_grace_ends_what_is_left_with_an_error(test_model, tmp_pa
 
 
 def test_a_killed_server_gives_its_clients_an_error_not_a_hang(test_model, tmp_path):
-    srv = Server(test_model, tmp_path / "killed.log", HYMT_MAX_NEW_TOKENS="64", HYMT_MAX_IN_FLIGHT="2",
-                 HYMT_MAX_QUEUE_WAIT_S="3600")  # all of them accepted
+    srv = Server(
+        test_model,
+        tmp_path / "killed.log",
+        HYMT_MAX_NEW_TOKENS="64",
+        HYMT_MAX_IN_FLIGHT="2",
+        HYMT_MAX_QUEUE_WAIT_S="3600",
+    )  # all of them accepted
     srv.wait_healthy()
     text = "\n".join(f"Sentence {i} keeps the engine busy for a while." for i in range(10))
 
     def one(_):
         try:
-            r = httpx.post(f"{srv.url}/translate", json={"q": text, "source": "en", "target": "de"},
-                           timeout=CLIENT_TIMEOUT_S)
+            r = httpx.post(
+                f"{srv.url}/translate", json={"q": text, "source": "en", "target": "de"}, timeout=CLIENT_TIMEOUT_S
+            )
             return r.status_code
         except httpx.TimeoutException:
             return "timeout"
@@ -160,16 +179,29 @@ def test_keys_bearer_or_api_key_rate_limited_and_never_logged(test_model, tmp_pa
         body = {"q": "hi", "source": "en", "target": "de"}
         assert httpx.post(f"{srv.url}/translate", json=body).status_code == 401
         assert httpx.post(f"{srv.url}/translate", json={**body, "api_key": "alpha-secret-0009"}).status_code == 403
-        assert httpx.post(f"{srv.url}/translate", json=body,
-                          headers={"Authorization": "Basic alpha-secret-0001"}).status_code == 401
+        assert (
+            httpx.post(
+                f"{srv.url}/translate", json=body, headers={"Authorization": "Basic alpha-secret-0001"}
+            ).status_code
+            == 401
+        )
         assert httpx.post(f"{srv.url}/translate", json={**body, "api_key": keys[0]}).status_code == 200
-        assert httpx.post(f"{srv.url}/translate?api_key={keys[0]}", json=body,
-                          headers={"Authorization": f"Bearer {keys[0]}"}).status_code == 200
+        assert (
+            httpx.post(
+                f"{srv.url}/translate?api_key={keys[0]}", json=body, headers={"Authorization": f"Bearer {keys[0]}"}
+            ).status_code
+            == 200
+        )
         chat = {"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "hi"}]}
-        assert httpx.post(f"{srv.url}/v1/chat/completions", json=chat,
-                          headers={"Authorization": f"bearer {keys[0]}"}).status_code == 200
-        limited = httpx.post(f"{srv.url}/v1/chat/completions", json=chat,
-                             headers={"Authorization": f"Bearer {keys[0]}"})
+        assert (
+            httpx.post(
+                f"{srv.url}/v1/chat/completions", json=chat, headers={"Authorization": f"bearer {keys[0]}"}
+            ).status_code
+            == 200
+        )
+        limited = httpx.post(
+            f"{srv.url}/v1/chat/completions", json=chat, headers={"Authorization": f"Bearer {keys[0]}"}
+        )
         assert limited.status_code == 429 and limited.json()["error"]["type"] == "rate_limited"
         assert int(limited.headers["retry-after"]) >= 1
         assert httpx.post(f"{srv.url}/translate", data={**body, "api_key": keys[1]}).status_code == 200

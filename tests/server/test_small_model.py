@@ -13,8 +13,10 @@ from hymt.family import HY_MT2_1_8B
 from servers import serving
 
 TEXT = "Hello world. How are you?"
-INSTRUCTION = ("Translate the following text into German. Note that you should only output the translated result "
-               "without any additional explanation:\n\n")
+INSTRUCTION = (
+    "Translate the following text into German. Note that you should only output the translated result "
+    "without any additional explanation:\n\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +42,16 @@ def expected(checkpoint):
     def answer(message: str, source: str = TEXT) -> str:
         prompt = f"<｜hy_begin▁of▁sentence｜><｜hy_User｜>{message}<｜hy_Assistant｜>"
         ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
-                             repetition_penalty=1.05, eos_token_id=120020, pad_token_id=120002)
-        return clean(source, tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)).text
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=12,
+            do_sample=False,
+            repetition_penalty=1.05,
+            eos_token_id=120020,
+            pad_token_id=120002,
+        )
+        return clean(source, tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)).text
 
     return answer
 
@@ -56,14 +65,19 @@ def test_openai_client(server, expected):
     from openai import OpenAI
 
     client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
-    reply = client.chat.completions.create(model="hunyuan-mt:de", messages=[{"role": "user", "content": TEXT}],
-                                           extra_body={"source_language": "en"})
+    reply = client.chat.completions.create(
+        model="hunyuan-mt:de", messages=[{"role": "user", "content": TEXT}], extra_body={"source_language": "en"}
+    )
     assert reply.choices[0].message.content == expected(INSTRUCTION + TEXT)
-    styled = client.chat.completions.create(model="hunyuan-mt:de", messages=[{"role": "user", "content": TEXT}],
-                                            extra_body={"source_language": "en", "style": "formal"})
+    styled = client.chat.completions.create(
+        model="hunyuan-mt:de",
+        messages=[{"role": "user", "content": TEXT}],
+        extra_body={"source_language": "en", "style": "formal"},
+    )
     assert styled.choices[0].message.content == expected(
         "Please translate the following text into German. Note that the translation style must strictly conform to "
-        f"[formal]:\n\n{TEXT}")
+        f"[formal]:\n\n{TEXT}"
+    )
     (model,) = [m for m in client.models.list().data if m.id == "hunyuan-mt"]
     assert model.model_extra == {"root": "Hy-MT2-1.8B", "license": "Apache-2.0"}
 
@@ -78,13 +92,15 @@ def test_page_endpoint_streams_and_takes_a_background(server, expected):
     assert kinds[0] == "start" and kinds[-1] == "done", events
     assert events[-1][1]["translatedText"] == expected(
         "[Background Information]\nA letter to a friend.\n\nPlease translate the following text into German, taking "
-        f"the provided background information into consideration.\n\n[Source Text]\n{TEXT}")
+        f"the provided background information into consideration.\n\n[Source Text]\n{TEXT}"
+    )
 
 
 def test_a_document_is_translated(server):
     files = {"file": ("note.txt", b"Good morning.\nSee you soon.\n", "text/plain")}
-    response = httpx.post(f"{server.url}/translate_file", files=files, data={"source": "en", "target": "de"},
-                          timeout=60)
+    response = httpx.post(
+        f"{server.url}/translate_file", files=files, data={"source": "en", "target": "de"}, timeout=60
+    )
     assert response.status_code == 200, response.text
     translated = httpx.get(response.json()["translatedFileUrl"]).text
     assert translated.count("\n") == 2 and response.json()["segments"] == 2
@@ -96,8 +112,7 @@ def test_health_openapi_and_bad_options(server):
     fields = httpx.get(f"{server.url}/openapi.json").json()["paths"]["/translate"]["post"]["requestBody"]
     style = fields["content"]["application/json"]["schema"]["properties"]["style"]
     assert style["type"] == ["string", "null"] and style["maxLength"] == 200
-    both = httpx.post(f"{server.url}/translate", json={"q": TEXT, "target": "de", "style": "formal",
-                                                       "background": "x"})
+    both = httpx.post(f"{server.url}/translate", json={"q": TEXT, "target": "de", "style": "formal", "background": "x"})
     assert both.status_code == 422 and both.json()["error_type"] == "unsupported_combination"
     blank = httpx.post(f"{server.url}/api/translate", json={"text": TEXT, "target": "de", "style": "  "})
     assert blank.status_code == 400 and blank.json()["error_type"] == "empty_text"
@@ -134,8 +149,9 @@ def test_schemathesis_where_style_and_background_are_offered(checkpoint, tmp_pat
 
 def test_html_markup_goes_through_the_formatted_prompt(server):
     html = "<p>Press <b>Save</b> now.</p>"
-    body = httpx.post(f"{server.url}/translate", json={"q": html, "source": "en", "target": "de",
-                                                       "format": "html"}).json()
+    body = httpx.post(
+        f"{server.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+    ).json()
     out = body["translatedText"]
     # Random weights drop markers: then the safe form (the words, no <b>) is reported.
     assert out.startswith("<p>") and (("<b>" in out and "</b>" in out) or body["markup_fallback_segments"] == 1)

@@ -9,10 +9,14 @@ import pytest
 
 STREAMS = {
     "page": ("/api/translate", {"json": {"text": "Hello. Goodbye.", "source": "en", "target": "de"}}),
-    "openai": ("/v1/chat/completions", {"json": {"model": "hunyuan-mt:de",
-                                                 "messages": [{"role": "user", "content": "Hello. Goodbye."}]}}),
-    "file": ("/translate_file", {"files": {"file": ("a.txt", b"Hello.\nGoodbye.\n")},
-                                 "data": {"source": "en", "target": "de"}}),
+    "openai": (
+        "/v1/chat/completions",
+        {"json": {"model": "hunyuan-mt:de", "messages": [{"role": "user", "content": "Hello. Goodbye."}]}},
+    ),
+    "file": (
+        "/translate_file",
+        {"files": {"file": ("a.txt", b"Hello.\nGoodbye.\n")}, "data": {"source": "en", "target": "de"}},
+    ),
 }
 
 
@@ -59,8 +63,7 @@ def test_a_crash_inside_a_stream_ends_it_with_an_internal_error(in_process, monk
     def crash(*args, **kwargs):
         raise RuntimeError("a crash in this test")
 
-    monkeypatch.setattr(files.FileStore if name == "file" else Job, "put" if name == "file" else "settled_texts",
-                        crash)
+    monkeypatch.setattr(files.FileStore if name == "file" else Job, "put" if name == "file" else "settled_texts", crash)
     kind, body = _streamed(in_process, name)
     assert kind == (None if name == "openai" else "error") and body["error_type"] == "internal_error"
     assert body["error_id"] in caplog.text and "a crash in this test" not in json.dumps(body)

@@ -29,8 +29,16 @@ def offline(command: list[str]) -> list[str]:
 
 
 def test_gpus_compose_file_matches_the_compose_specification():
-    result = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
-                             str(ROOT / "docker-compose.gpus.yml")], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            str(BIN / "check-jsonschema"),
+            "--builtin-schema",
+            "vendor.compose-spec",
+            str(ROOT / "docker-compose.gpus.yml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -50,8 +58,12 @@ def test_gpus_compose_runs_one_appliance_per_gpu_id():
 
 
 def test_kubernetes_manifests_validate_offline():
-    result = subprocess.run(offline([str(BIN / "kubernetes-validate"), "--strict", *map(str, MANIFESTS)]),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        offline([str(BIN / "kubernetes-validate"), "--strict", *map(str, MANIFESTS)]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count(" passed for resource ") == 4, result.stdout
 
@@ -59,8 +71,12 @@ def test_kubernetes_manifests_validate_offline():
 def test_the_validator_rejects_a_wrong_manifest(tmp_path):
     broken = tmp_path / "deployment.yaml"
     broken.write_text((ROOT / "k8s/deployment.yaml").read_text().replace("startupProbe:", "startProbe:"))
-    result = subprocess.run(offline([str(BIN / "kubernetes-validate"), "--strict", str(broken)]),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        offline([str(BIN / "kubernetes-validate"), "--strict", str(broken)]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0 and "startProbe" in result.stdout + result.stderr
 
 

@@ -26,19 +26,25 @@ BASE_IMAGE = "localhost/hymt-test-base:bookworm"
 IMAGE = "localhost/hymt:test"
 # supervisord's stopwaitsecs (HYMT_STOP_WAIT_S, 35 s) must end inside the runtime's stop timeout.
 STOP_TIMEOUT_S = 45
-DEBIAN_MIRRORS = ["deb http://deb.debian.org/debian bookworm main",
-                  "deb http://deb.debian.org/debian bookworm-updates main",
-                  "deb http://deb.debian.org/debian-security bookworm-security main"]
+DEBIAN_MIRRORS = [
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian bookworm-updates main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+]
 
 if shutil.which("podman") is None:
-    pytest.skip("no container engine: podman is not installed and tests/run.sh could not install it (needs root "
-                "and apt-get); the image is not built or run", allow_module_level=True)
+    pytest.skip(
+        "no container engine: podman is not installed and tests/run.sh could not install it (needs root "
+        "and apt-get); the image is not built or run",
+        allow_module_level=True,
+    )
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "CONTAINERS_CONF": str(ROOT / "tests/containers.conf")}
-    result = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, env=env,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        ["podman", *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)} failed ({result.returncode}): {result.stderr[-3000:]}")
     return result
@@ -53,13 +59,28 @@ def make_base_image(work: Path) -> None:
     if shutil.which("mmdebstrap") is None:
         pytest.skip("mmdebstrap is missing: no local Debian base to build the image on")
     tarball = work / "rootfs.tar"
-    hooks = ['mkdir -p "$1/usr/local/share/ca-certificates"',
-             'for f in /usr/local/share/ca-certificates/*.crt; do [ -e "$f" ] && cp "$f" '
-             '"$1/usr/local/share/ca-certificates/"; done; true']
-    subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet", *[f"--customize-hook={h}" for h in hooks],
-                    "bookworm", str(tarball), *DEBIAN_MIRRORS], check=True, timeout=600, stdin=subprocess.DEVNULL)
-    podman("import", "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt", str(tarball), BASE_IMAGE,
-           timeout=300)
+    hooks = [
+        'mkdir -p "$1/usr/local/share/ca-certificates"',
+        'for f in /usr/local/share/ca-certificates/*.crt; do [ -e "$f" ] && cp "$f" '
+        '"$1/usr/local/share/ca-certificates/"; done; true',
+    ]
+    subprocess.run(
+        [
+            "mmdebstrap",
+            "--variant=minbase",
+            "--quiet",
+            *[f"--customize-hook={h}" for h in hooks],
+            "bookworm",
+            str(tarball),
+            *DEBIAN_MIRRORS,
+        ],
+        check=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    podman(
+        "import", "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt", str(tarball), BASE_IMAGE, timeout=300
+    )
     tarball.unlink()
 
 
@@ -67,9 +88,26 @@ def make_torch_index(work: Path) -> Path:
     """torch's CPU build and its dependencies as a PEP 503 index: the Dockerfile's TORCH_INDEX_URL, mounted into
     the build (pip here takes the CPU wheel from this machine's disk)."""
     wheels = work / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.11",
-                    "--platform", "manylinux_2_28_x86_64", "-d", str(wheels), "torch==2.13.0"],
-                   check=True, timeout=600, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "-d",
+            str(wheels),
+            "torch==2.13.0",
+        ],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
     for wheel in wheels.glob("*.whl"):
         project = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
         (wheels / "simple" / project).mkdir(parents=True, exist_ok=True)
@@ -83,10 +121,29 @@ def image(artifacts, test_model) -> str:
     work.mkdir(exist_ok=True)
     make_base_image(work)
     wheels = make_torch_index(work)
-    build = podman("build", "--format", "docker", "--network", "host", "--layers", "-t", IMAGE,
-                   "--build-arg", f"CUDA_IMAGE={BASE_IMAGE}", "--build-arg", "TORCH_INDEX_URL=file:///wheels/simple",
-                   "--build-arg", "MODEL_ID=", "--build-context", f"model={test_model}",
-                   "-v", f"{wheels}:/wheels:ro", str(ROOT), timeout=1800, check=False)
+    build = podman(
+        "build",
+        "--format",
+        "docker",
+        "--network",
+        "host",
+        "--layers",
+        "-t",
+        IMAGE,
+        "--build-arg",
+        f"CUDA_IMAGE={BASE_IMAGE}",
+        "--build-arg",
+        "TORCH_INDEX_URL=file:///wheels/simple",
+        "--build-arg",
+        "MODEL_ID=",
+        "--build-context",
+        f"model={test_model}",
+        "-v",
+        f"{wheels}:/wheels:ro",
+        str(ROOT),
+        timeout=1800,
+        check=False,
+    )
     (work / "build.log").write_text(build.stdout + build.stderr)
     assert build.returncode == 0, build.stderr[-3000:]
     return build.stdout + build.stderr
@@ -96,8 +153,18 @@ class Container:
     def __init__(self, name: str, *args: str):
         self.name, self.port = name, free_port()
         podman("rm", "-f", name, check=False)
-        podman("run", "-d", "--name", name, "-p", f"127.0.0.1:{self.port}:80", "--stop-timeout", str(STOP_TIMEOUT_S),
-               *args, IMAGE)
+        podman(
+            "run",
+            "-d",
+            "--name",
+            name,
+            "-p",
+            f"127.0.0.1:{self.port}:80",
+            "--stop-timeout",
+            str(STOP_TIMEOUT_S),
+            *args,
+            IMAGE,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
 
     def health(self) -> dict:
@@ -155,8 +222,9 @@ def test_health_on_port_80_serves_the_baked_model(container):
 
 
 def test_translate(container):
-    response = httpx.post(f"{container.url}/translate", json={"q": "Hello, world!", "source": "en", "target": "de"},
-                          timeout=60)
+    response = httpx.post(
+        f"{container.url}/translate", json={"q": "Hello, world!", "source": "en", "target": "de"}, timeout=60
+    )
     assert response.status_code == 200, response.text
     assert isinstance(response.json()["translatedText"], str)
 
@@ -179,8 +247,11 @@ def test_every_process_runs_as_the_non_root_user(container):
 
 
 def test_each_log_line_appears_once(container):
-    lines = [line for line in container.logs().splitlines() if "supervisord started with pid" in line
-             or "spawned: 'hymt-health'" in line]
+    lines = [
+        line
+        for line in container.logs().splitlines()
+        if "supervisord started with pid" in line or "spawned: 'hymt-health'" in line
+    ]
     assert len(lines) == 2, lines
 
 
@@ -208,13 +279,19 @@ def test_broken_model_fails_in_bounded_time_and_says_why(image, test_model, tmp_
         assert "permission denied: cannot read /models/model.safetensors" in probe.stdout
         assert len(probe.stdout.strip().splitlines()) == 1
         assert podman("healthcheck", "run", box.name, check=False).returncode != 0
-        watcher = json.loads(box.exec("python3", "-c", "import urllib.request as u\ntry: u.urlopen("
-                                      "'http://127.0.0.1:8081/health')\nexcept Exception as e: print(e.read().decode())")
-                             .stdout)
+        watcher = json.loads(
+            box.exec(
+                "python3",
+                "-c",
+                "import urllib.request as u\ntry: u.urlopen("
+                "'http://127.0.0.1:8081/health')\nexcept Exception as e: print(e.read().decode())",
+            ).stdout
+        )
         assert watcher["status"] == "failed" and watcher["server_log_tail"]
         assert box.exec("supervisorctl", "status", "hymt-server").stdout.split()[1] in ("FATAL", "STARTING", "BACKOFF")
-        log = box.wait(lambda: "last lines of /var/log/hymt/server.log" in (text := box.logs()) and text,
-                       what="the report")
+        log = box.wait(
+            lambda: "last lines of /var/log/hymt/server.log" in (text := box.logs()) and text, what="the report"
+        )
         assert "hymt-server could not start and supervisord gave up: permission denied" in log
     finally:
         box.remove()
@@ -263,15 +340,22 @@ def test_start_sh_docker_path_ends_with_the_reason_when_the_model_is_broken(imag
     shims.mkdir()
     (shims / "docker").write_text(DOCKER_AS_PODMAN)
     (shims / "docker").chmod(0o755)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}, "HYMT_IMAGE": IMAGE,
-           "PATH": f"{shims}:{os.environ['PATH']}", "CONTAINERS_CONF": str(ROOT / "tests/containers.conf")}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("HYMT_")},
+        "HYMT_IMAGE": IMAGE,
+        "PATH": f"{shims}:{os.environ['PATH']}",
+        "CONTAINERS_CONF": str(ROOT / "tests/containers.conf"),
+    }
     try:
-        result = subprocess.run([str(ROOT / "start.sh"), "--model", str(broken)], capture_output=True, text=True,
-                                timeout=600, env=env)
+        result = subprocess.run(
+            [str(ROOT / "start.sh"), "--model", str(broken)], capture_output=True, text=True, timeout=600, env=env
+        )
         assert result.returncode == 1, result.stdout + result.stderr
         said = result.stdout + result.stderr
-        assert ("start.sh: the container did not come up: hymt-server could not start and supervisord gave up: "
-                "permission denied: cannot read /models/model.safetensors") in result.stderr, said
+        assert (
+            "start.sh: the container did not come up: hymt-server could not start and supervisord gave up: "
+            "permission denied: cannot read /models/model.safetensors"
+        ) in result.stderr, said
         assert "last lines of /var/log/hymt/server.log:\n" in result.stderr, said
         assert "  hymt: error: permission denied" in result.stderr, said
     finally:
@@ -304,8 +388,12 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(image):
         def stream():
             # One segment of 32 output tokens: still decoding when the stop begins.
             text = " ".join(["the quick brown fox jumps over the lazy dog"] * 4)
-            with httpx.stream("POST", f"{box.url}/api/translate", timeout=120,
-                              json={"text": text, "source": "en", "target": "de", "stream": True}) as response:
+            with httpx.stream(
+                "POST",
+                f"{box.url}/api/translate",
+                timeout=120,
+                json={"text": text, "source": "en", "target": "de", "stream": True},
+            ) as response:
                 for line in response.iter_lines():
                     if line.startswith("event: "):
                         events.append(line.removeprefix("event: "))

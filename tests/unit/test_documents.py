@@ -59,11 +59,15 @@ def test_text_keeps_lines():
 
 
 def test_markdown_keeps_code_links_and_structure():
-    src = ("# Title *x*\n\nPress **Save** to keep [changes](http://a.b/c \"t\") and `code`\n  more.\n\n"
-           "```python\nprint('hi')\n```\n\n- item *a*\n\n| a | b |\n|---|---|\n| one | `two` |\n")
+    src = (
+        '# Title *x*\n\nPress **Save** to keep [changes](http://a.b/c "t") and `code`\n  more.\n\n'
+        "```python\nprint('hi')\n```\n\n- item *a*\n\n| a | b |\n|---|---|\n| one | `two` |\n"
+    )
     out = run(".md", src.encode()).data.decode()
-    assert out == ("# TITLE *X*\n\nPRESS **SAVE** TO KEEP [CHANGES](http://a.b/c \"t\") AND `code` MORE.\n\n"
-                   "```python\nprint('hi')\n```\n\n- ITEM *A*\n\n| A | B |\n|---|---|\n| ONE | `two` |\n")
+    assert out == (
+        '# TITLE *X*\n\nPRESS **SAVE** TO KEEP [CHANGES](http://a.b/c "t") AND `code` MORE.\n\n'
+        "```python\nprint('hi')\n```\n\n- ITEM *A*\n\n| A | B |\n|---|---|\n| ONE | `two` |\n"
+    )
 
 
 def test_markdown_front_matter_untouched():
@@ -99,7 +103,7 @@ def test_html_dropped_markers_fall_back_without_losing_voids():
 
 def test_html_encodings_and_no_invented_doctype():
     out = run(".html", "<html><body><p>Grüße aus Köln</p></body></html>".encode()).data
-    assert out == "<html lang=\"de\"><body><p>GRÜSSE AUS KÖLN</p></body></html>".encode()
+    assert out == '<html lang="de"><body><p>GRÜSSE AUS KÖLN</p></body></html>'.encode()
     latin = '<html><head><meta charset="windows-1252"></head><body><p>Grüße</p></body></html>'.encode("cp1252")
     assert "<p>GRÜSSE</p>".encode("cp1252") in run(".html", latin).data
     assert run(".html", b"  ").data == b"  "
@@ -180,8 +184,12 @@ def test_srt_and_vtt_keep_timings():
     vtt = "WEBVTT\n\nNOTE keep\n\nintro\n00:00:01.000 --> 00:00:02.000 align:start\nGood morning\n"
     out = run(".vtt", vtt.encode()).data.decode()
     caption = webvtt.from_buffer(io.StringIO(out)).captions[0]
-    assert (caption.identifier, caption.start, caption.end, caption.text) == ("intro", "00:00:01.000",
-                                                                              "00:00:02.000", "GOOD MORNING")
+    assert (caption.identifier, caption.start, caption.end, caption.text) == (
+        "intro",
+        "00:00:01.000",
+        "00:00:02.000",
+        "GOOD MORNING",
+    )
     assert "NOTE keep" in out and "align:start" in out
 
 
@@ -205,8 +213,11 @@ def test_xliff_12_and_20_targets_and_states():
     unit, skipped = root.iter(f"{{{ns}}}trans-unit")
     target = unit.find(f"{{{ns}}}target")
     assert target.get("state") == "needs-review-translation"
-    assert etree.tostring(target, encoding="unicode").split(">", 1)[1].startswith(
-        'PRESS <g id="b">SAVE</g> NOW<x id="br"/>')
+    assert (
+        etree.tostring(target, encoding="unicode")
+        .split(">", 1)[1]
+        .startswith('PRESS <g id="b">SAVE</g> NOW<x id="br"/>')
+    )
     assert unit.find(f"{{{ns}}}source").xpath("string()") == "Press Save now"
     assert skipped.find(f"{{{ns}}}target") is None
     ns = "urn:oasis:names:tc:xliff:document:2.0"
@@ -244,8 +255,20 @@ def test_epub_chapters_translated_and_structure_kept():
 
 
 def test_every_format_has_a_reader():
-    assert set(FORMATS) >= {".txt", ".md", ".html", ".srt", ".vtt", ".docx", ".pptx", ".xlsx", ".po", ".pot",
-                            ".xliff", ".epub"}
+    assert set(FORMATS) >= {
+        ".txt",
+        ".md",
+        ".html",
+        ".srt",
+        ".vtt",
+        ".docx",
+        ".pptx",
+        ".xlsx",
+        ".po",
+        ".pot",
+        ".xliff",
+        ".epub",
+    }
 
 
 def _with_footnote(data: bytes) -> bytes:
@@ -253,21 +276,29 @@ def _with_footnote(data: bytes) -> bytes:
     import zipfile
 
     w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-    footnotes = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
-                 '<w:footnote w:id="1"><w:p><w:r><w:t>A note at the bottom.</w:t></w:r></w:p></w:footnote>'
-                 '</w:footnotes>')
+    footnotes = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
+        '<w:footnote w:id="1"><w:p><w:r><w:t>A note at the bottom.</w:t></w:r></w:p></w:footnote>'
+        "</w:footnotes>"
+    )
     src, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
     with zipfile.ZipFile(out, "w") as dst:
         for item in src.infolist():
             content = src.read(item)
             if item.filename == "[Content_Types].xml":
-                content = content.replace(b"</Types>", b'<Override PartName="/word/footnotes.xml" ContentType='
-                                          b'"application/vnd.openxmlformats-officedocument.wordprocessingml.'
-                                          b'footnotes+xml"/></Types>')
+                content = content.replace(
+                    b"</Types>",
+                    b'<Override PartName="/word/footnotes.xml" ContentType='
+                    b'"application/vnd.openxmlformats-officedocument.wordprocessingml.'
+                    b'footnotes+xml"/></Types>',
+                )
             elif item.filename == "word/_rels/document.xml.rels":
-                content = content.replace(b"</Relationships>", b'<Relationship Id="rIdFn" Type="http://schemas.'
-                                          b'openxmlformats.org/officeDocument/2006/relationships/footnotes" '
-                                          b'Target="footnotes.xml"/></Relationships>')
+                content = content.replace(
+                    b"</Relationships>",
+                    b'<Relationship Id="rIdFn" Type="http://schemas.'
+                    b'openxmlformats.org/officeDocument/2006/relationships/footnotes" '
+                    b'Target="footnotes.xml"/></Relationships>',
+                )
             dst.writestr(item, content)
         dst.writestr("word/footnotes.xml", footnotes)
     return out.getvalue()
@@ -290,8 +321,9 @@ def _odf_words(root) -> list[str]:
 def test_odf_round_trip_keeps_structure(ext):
     import zipfile
 
-    data = samples.odf(ext, samples.ODF_SAMPLES[ext], master="<style:header><text:p>Header words</text:p></style:header>",
-                       picture=True)
+    data = samples.odf(
+        ext, samples.ODF_SAMPLES[ext], master="<style:header><text:p>Header words</text:p></style:header>", picture=True
+    )
     out = run(ext, data)
     assert out.markup_fallbacks == 0 and out.report()["markup_segments"]["markers"] > 0
     before, after = zipfile.ZipFile(io.BytesIO(data)), zipfile.ZipFile(io.BytesIO(out.data))
@@ -337,8 +369,9 @@ class Scripted:
 
         answers = []
         for text in texts:
-            message = prompts.segment_message(HUNYUAN_MT_7B, resolve("en"), resolve("de"), text, [],
-                                              formatted=prompts.has_markers(text))
+            message = prompts.segment_message(
+                HUNYUAN_MT_7B, resolve("en"), resolve("de"), text, [], formatted=prompts.has_markers(text)
+            )
             self.prompts.append(message)
             words = text.removeprefix(prompts.STRICT_MARK)
             if not prompts.has_markers(words):
@@ -352,8 +385,9 @@ class Scripted:
         return answers
 
 
-@pytest.mark.parametrize("keep,runs_answered,path", [("strict", True, "strict"), ("never", True, "runs"),
-                                                     ("never", False, "safe_form")])
+@pytest.mark.parametrize(
+    "keep,runs_answered,path", [("strict", True, "strict"), ("never", True, "runs"), ("never", False, "safe_form")]
+)
 def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answered, path):
     from hymt.documents.translate import translate_document
 
@@ -366,15 +400,27 @@ def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answ
     assert "<s1> </s1> <s2> </s2> <s3> </s3>" in engine.prompts[1]  # the retry lists the tags it must keep
     runs, links = samples.docx_formatting(result.data)
     if path == "strict":
-        assert runs == [("PRESS ", None, None), ("SAVE", True, None), (" OR ", None, None),
-                        ("CANCEL", None, True), (" AND SEE ", None, None), (".", None, None)]
+        assert runs == [
+            ("PRESS ", None, None),
+            ("SAVE", True, None),
+            (" OR ", None, None),
+            ("CANCEL", None, True),
+            (" AND SEE ", None, None),
+            (".", None, None),
+        ]
         assert links == ["THE SITE"]
         assert len(engine.prompts) == 2
     elif path == "runs":
         # Each run on its own: "Press", "Save", "or", "cancel", "and see", "the site" (the "." has no words).
         assert engine.prompts[2:] and len(engine.prompts) == 2 + 6
-        assert runs == [("PRESS ", None, None), ("SAVE", True, None), (" OR ", None, None),
-                        ("CANCEL", None, True), (" AND SEE ", None, None), (".", None, None)]
+        assert runs == [
+            ("PRESS ", None, None),
+            ("SAVE", True, None),
+            (" OR ", None, None),
+            ("CANCEL", None, True),
+            (" AND SEE ", None, None),
+            (".", None, None),
+        ]
         assert links == ["THE SITE"]
     else:
         assert runs == [("PRESS SAVE OR CANCEL AND SEE THE SITE.", None, None)] and links == []
@@ -389,8 +435,11 @@ def _pdf_blocks(data: bytes):
 def test_pdf_round_trip_keeps_pages_images_and_where_each_block_stands():
     import pikepdf
 
-    texts = ["The committee met twice this year and approved the budget for the new library.",
-             "A second paragraph follows on the second page.", "And a third one, back on the first."]
+    texts = [
+        "The committee met twice this year and approved the budget for the new library.",
+        "A second paragraph follows on the second page.",
+        "And a third one, back on the first.",
+    ]
     data = samples.pdf_paragraphs(texts, image=True, pages=2)
     prepared = open_document(".pdf", data, "de")
     assert prepared.texts == [texts[0], texts[2], texts[1]]  # page by page, top to bottom
@@ -407,20 +456,24 @@ def test_pdf_round_trip_keeps_pages_images_and_where_each_block_stands():
 def test_pdf_titles_grow_across_the_page_and_paragraphs_shrink_into_their_box():
     paragraph = "The committee met twice this year and approved the budget for the new library in town."
     data = samples.pdf_paragraphs(["Short title.", paragraph])
-    out = finish(open_document(".pdf", data, "de"), ["A much longer translation of the short title.",
-                                                     "Eine viel längere Übersetzung des Absatzes. " * 4])
+    out = finish(
+        open_document(".pdf", data, "de"),
+        ["A much longer translation of the short title.", "Eine viel längere Übersetzung des Absatzes. " * 4],
+    )
     (title, body), (new_title, *new_body) = _pdf_blocks(data), _pdf_blocks(out.data)
     assert new_title.size == pytest.approx(title.size, abs=0.5) and new_title.box[2] > title.box[2] + 100
     assert new_body[0].size < body.size and min(b.box[1] for b in new_body) > body.box[1] - 0.2 * body.size
 
 
-@pytest.mark.parametrize("target,text,font,embedded", [
-    ("bo", "བཀྲ་ཤིས་བདེ་ལེགས། ཁྱེད་རང་སྐུ་གཟུགས་བདེ་པོ་ཡིན་པས།", "NotoSerifTibetan-Regular.ttf",
-     "NotoSerifTibetan-Regular"),
-    ("ug", "ياخشىمۇسىز؟ بۇ بىر سىناق.", "NotoNaskhArabic-Regular.ttf", "NotoNaskhArabic-Regular"),
-    ("zh", "年度报告。委员会今年开会两次。", "DroidSansFallbackFull.ttf", "DroidSansFallback"),
-    ("kk", "Сәлеметсіз бе? Бұл сынақ.", "NotoSans-Regular.ttf", "NotoSans-Regular"),
-])
+@pytest.mark.parametrize(
+    "target,text,font,embedded",
+    [
+        ("bo", "བཀྲ་ཤིས་བདེ་ལེགས། ཁྱེད་རང་སྐུ་གཟུགས་བདེ་པོ་ཡིན་པས།", "NotoSerifTibetan-Regular.ttf", "NotoSerifTibetan-Regular"),
+        ("ug", "ياخشىمۇسىز؟ بۇ بىر سىناق.", "NotoNaskhArabic-Regular.ttf", "NotoNaskhArabic-Regular"),
+        ("zh", "年度报告。委员会今年开会两次。", "DroidSansFallbackFull.ttf", "DroidSansFallback"),
+        ("kk", "Сәлеметсіз бе? Бұл сынақ.", "NotoSans-Regular.ttf", "NotoSans-Regular"),
+    ],
+)
 def test_pdf_draws_each_script_in_an_embedded_font_that_covers_it(target, text, font, embedded):
     import pikepdf
     import uharfbuzz
@@ -429,8 +482,11 @@ def test_pdf_draws_each_script_in_an_embedded_font_that_covers_it(target, text, 
 
     out = finish(open_document(".pdf", samples.pdf_paragraphs(["Hello, world."]), target), [text])
     written = pikepdf.open(io.BytesIO(out.data))
-    fonts = {str(obj.get("/BaseFont")) for obj in written.objects
-             if isinstance(obj, pikepdf.Dictionary) and obj.get("/Type") == "/Font"}
+    fonts = {
+        str(obj.get("/BaseFont"))
+        for obj in written.objects
+        if isinstance(obj, pikepdf.Dictionary) and obj.get("/Type") == "/Font"
+    }
     assert f"/AAAAAA+{embedded}" in fonts, fonts  # embedded as a subset
     face = uharfbuzz.Face(uharfbuzz.Blob.from_file_path(pdf.font_path(font)))
     covered = uharfbuzz.Font(face)

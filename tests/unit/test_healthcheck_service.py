@@ -106,9 +106,10 @@ def test_a_server_supervisord_gave_up_on_is_reported_failed_with_its_log(monitor
     answers += [(None, {"error": "refused"})] * 2 + [(200, {"status": "healthy"})]
     sample = mon.check()
     assert sample["status"] == "failed"
-    assert sample["error"] == ("hymt-server could not start and supervisord gave up: missing file: /models has a "
-                               "config.json but no weights")
-    assert sample["server_log_tail"] == lines[-service.LOG_TAIL_LINES:]
+    assert sample["error"] == (
+        "hymt-server could not start and supervisord gave up: missing file: /models has a config.json but no weights"
+    )
+    assert sample["server_log_tail"] == lines[-service.LOG_TAIL_LINES :]
     mon.rpc.supervisor.state = "STARTING"  # the monitor's own restart: still failed until it is healthy
     assert mon.check()["status"] == "failed"
     mon.rpc.supervisor.state = "RUNNING"
@@ -117,8 +118,11 @@ def test_a_server_supervisord_gave_up_on_is_reported_failed_with_its_log(monitor
 
 
 def test_failure_reason_falls_back_to_the_last_error_line():
-    tail = ["INFO: Started server process", "ERROR:    [Errno 13] error while attempting to bind on address "
-            "('0.0.0.0', 80): permission denied", "INFO: Waiting for application shutdown."]
+    tail = [
+        "INFO: Started server process",
+        "ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): permission denied",
+        "INFO: Waiting for application shutdown.",
+    ]
     assert service.failure_reason({}, tail) == tail[1].strip()
     assert service.failure_reason({"spawnerr": "can't find command"}, ["nothing"]) == "can't find command"
 
@@ -135,6 +139,8 @@ def test_a_server_that_dies_after_its_startsecs_again_and_again_is_failed(monito
     mon.rpc.supervisor.pid += 1
     sample = mon.check()
     assert sample["status"] == "failed"
-    assert sample["error"] == (f"hymt-server could not start and it was restarted {service.STARTS_BEFORE_FAILED} "
-                               "times without becoming healthy: out of memory while warming up")
+    assert sample["error"] == (
+        f"hymt-server could not start and it was restarted {service.STARTS_BEFORE_FAILED} "
+        "times without becoming healthy: out of memory while warming up"
+    )
     assert mon.check()["status"] == "healthy" and mon.unhealthy_starts == 0

@@ -14,8 +14,9 @@ def trees(depth: int = 3):
     leaf = st.one_of(words, st.builds(lambda n: Void(n), st.integers(0, 99)))
     if depth == 0:
         return st.lists(leaf, max_size=4)
-    return st.lists(st.one_of(leaf, st.builds(lambda n, c: Tag(n, c), st.integers(0, 99), trees(depth - 1))),
-                    max_size=4)
+    return st.lists(
+        st.one_of(leaf, st.builds(lambda n, c: Tag(n, c), st.integers(0, 99), trees(depth - 1))), max_size=4
+    )
 
 
 def shape(items):
@@ -50,11 +51,15 @@ def test_a_mangled_translation_is_refused_or_well_formed(items, data):
     text, table = encoded
     markers = list(MARKER.finditer(text))
     victim = data.draw(st.sampled_from(markers))
-    mangled = data.draw(st.sampled_from([
-        text[:victim.start()] + text[victim.end():],  # dropped
-        text + victim.group(0),  # repeated
-        text[:victim.start()] + "<s999>" + text[victim.end():],  # invented
-    ]))
+    mangled = data.draw(
+        st.sampled_from(
+            [
+                text[: victim.start()] + text[victim.end() :],  # dropped
+                text + victim.group(0),  # repeated
+                text[: victim.start()] + "<s999>" + text[victim.end() :],  # invented
+            ]
+        )
+    )
     restored = restore(mangled, table)
     if restored is not None:  # only a harmless move is accepted: every marker once, well nested
         assert sorted(_ids(restored, table)) == sorted(table)
@@ -80,8 +85,24 @@ def _doubled(text: str) -> str:
     return "".join(c * 2 for c in text)
 
 
-@given(st.lists(st.sampled_from(["Press ", "<b>Save</b>", " now", "<br>", '<a href="/x">here</a>', "<i>x</i>",
-                                 "<code>a&lt;b</code>", " and "]), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "Press ",
+                "<b>Save</b>",
+                " now",
+                "<br>",
+                '<a href="/x">here</a>',
+                "<i>x</i>",
+                "<code>a&lt;b</code>",
+                " and ",
+            ]
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_html_fragments_keep_their_tags(parts):
     from lxml import html as lxml_html
 

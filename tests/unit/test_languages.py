@@ -10,9 +10,22 @@ def test_thirty_eight_languages_with_three_names_each():
     assert all(lang.english and lang.chinese and lang.native for lang in LANGUAGES)
 
 
-@pytest.mark.parametrize("alias,code", [("zh-CN", "zh"), ("zh-TW", "zh-Hant"), ("zh_HK", "zh-Hant"), ("pt-BR", "pt"),
-                                        ("yue", "yue"), ("EN", "en"), ("German", "de"), ("iw", "he"), ("fil", "tl"),
-                                        ("藏语", "bo"), ("zt", "zh-Hant")])
+@pytest.mark.parametrize(
+    "alias,code",
+    [
+        ("zh-CN", "zh"),
+        ("zh-TW", "zh-Hant"),
+        ("zh_HK", "zh-Hant"),
+        ("pt-BR", "pt"),
+        ("yue", "yue"),
+        ("EN", "en"),
+        ("German", "de"),
+        ("iw", "he"),
+        ("fil", "tl"),
+        ("藏语", "bo"),
+        ("zt", "zh-Hant"),
+    ],
+)
 def test_aliases(alias, code):
     assert resolve(alias).code == code
 

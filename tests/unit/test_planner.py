@@ -30,8 +30,10 @@ def card(gb: float, capability=(9, 0)):
     return dataclasses.replace(simulate(None, gb), compute_capability=capability)
 
 
-@pytest.mark.parametrize("card_gb,profile", [(8, "int4-int8kv"), (12, "int4"), (16, "int4"), (18, "int4"),
-                                             (24, "bf16"), (48, "bf16"), (80, "bf16")])
+@pytest.mark.parametrize(
+    "card_gb,profile",
+    [(8, "int4-int8kv"), (12, "int4"), (16, "int4"), (18, "int4"), (24, "bf16"), (48, "bf16"), (80, "bf16")],
+)
 def test_cards(card_gb, profile):
     decision = plan(HUNYUAN_MT_7B_SHAPE, card(card_gb), SETTINGS)
     assert decision.profile == profile
@@ -104,22 +106,29 @@ def test_small_cards_plan_the_small_models(card_gb, profile):
 def test_shape_from_a_config_object():
     from transformers import HunYuanDenseV1Config
 
-    config = HunYuanDenseV1Config(vocab_size=128167, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                                  num_attention_heads=32, num_key_value_heads=8, head_dim=128)
+    config = HunYuanDenseV1Config(
+        vocab_size=128167,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+    )
     assert ModelShape.from_config(config) == HUNYUAN_MT_7B_SHAPE
 
 
 def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, **env_extra}
-    return subprocess.run([sys.executable, "-m", "hymt", "profile", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "hymt", "profile", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 @pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("24", "bf16")])
 def test_profile_command_reads_simulated_card_from_environment(card_gb, profile, tmp_path):
     out = tmp_path / "decision.json"
-    result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"},
-                          "--output", str(out))
+    result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--output", str(out))
     assert result.returncode == 0, result.stderr
     decision = json.loads(result.stdout)
     assert decision["profile"] == profile
@@ -145,8 +154,10 @@ def test_profile_command_plans_a_named_models_shape_without_a_checkpoint():
 def test_a_card_too_small_for_the_7b_names_the_small_models():
     result = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-7B"}, "--gpu-memory-gb", "4")
     assert result.returncode == 1 and result.stderr.count("\n") == 1
-    assert "a 1.8B model fits (int4-int8kv): set HYMT_MODEL to tencent/Hy-MT2-1.8B (Apache-2.0) or " \
-           "tencent/HY-MT1.5-1.8B" in result.stderr
+    assert (
+        "a 1.8B model fits (int4-int8kv): set HYMT_MODEL to tencent/Hy-MT2-1.8B (Apache-2.0) or "
+        "tencent/HY-MT1.5-1.8B" in result.stderr
+    )
     # Where not even the small shape fits, the refusal says only what the model needs.
     tiny = _profile_cli({"HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--gpu-memory-gb", "2")
     assert tiny.returncode == 1 and "1.8B" not in tiny.stderr

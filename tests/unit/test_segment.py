@@ -13,21 +13,23 @@ def roundtrip(text: str, max_tokens: int = 40, lang: str = "en") -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab .。！?\n\r\t 你好།་ـا")) | st.characters(), max_size=300),
-       st.integers(min_value=1, max_value=60))
+@given(
+    st.text(alphabet=st.sampled_from(list("ab .。！?\n\r\t 你好།་ـا")) | st.characters(), max_size=300),
+    st.integers(min_value=1, max_value=60),
+)
 @example("00000\x1eA", 1)
 @example("a\u2028b\r\n\rc\x85", 2)
 def test_split_then_join_gives_back_the_input(text, max_tokens):
     assert roundtrip(text, max_tokens) == text
 
 
-NO_LINE_BREAKS = st.characters(blacklist_categories=("Cs",),
-                               blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+NO_LINE_BREAKS = st.characters(
+    blacklist_categories=("Cs",), blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(alphabet=NO_LINE_BREAKS, max_size=80), max_size=30),
-       st.integers(min_value=1, max_value=50))
+@given(st.lists(st.text(alphabet=NO_LINE_BREAKS, max_size=80), max_size=30), st.integers(min_value=1, max_value=50))
 def test_n_lines_in_n_lines_out_whatever_the_translation(lines, max_tokens):
     text = "\n".join(lines)
     doc = split(text, chars, max_tokens)

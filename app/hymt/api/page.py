@@ -18,8 +18,14 @@ UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 def _result(job, detected: dict | None, quality: str) -> dict:
     (text,) = job.texts()
-    return {"translatedText": text, "segments": job.num_segments, **job.flags(), "detectedLanguage": detected,
-            "quality": quality, "glossary": job.glossary_report()}
+    return {
+        "translatedText": text,
+        "segments": job.num_segments,
+        **job.flags(),
+        "detectedLanguage": detected,
+        "quality": quality,
+        "glossary": job.glossary_report(),
+    }
 
 
 async def translate(request: Request) -> Response:
@@ -47,8 +53,10 @@ async def translate(request: Request) -> Response:
             if event.kind in ("token", "segment"):
                 # "token": the text so far, the segment being generated included; "progress": a segment ended.
                 (partial,) = job.settled_texts(service.engine.decode if event.kind == "token" else None)
-                yield sse.event("progress" if event.kind == "segment" else "token",
-                                {"done": event.num_done, "total": job.num_segments, "partial": partial})
+                yield sse.event(
+                    "progress" if event.kind == "segment" else "token",
+                    {"done": event.num_done, "total": job.num_segments, "partial": partial},
+                )
             elif event.kind == "error":
                 raise event.error
             elif event.kind == "done":

@@ -74,8 +74,11 @@ class Result:
     paths: Counter = field(default_factory=Counter)  # segments with markup by the path they took (PATHS)
 
     def report(self) -> dict:
-        return {"segments": self.segments, "markup_fallback_segments": self.markup_fallbacks,
-                "markup_segments": {**{path: self.paths[path] for path in PATHS}, "safe_form": self.markup_fallbacks}}
+        return {
+            "segments": self.segments,
+            "markup_fallback_segments": self.markup_fallbacks,
+            "markup_segments": {**{path: self.paths[path] for path in PATHS}, "safe_form": self.markup_fallbacks},
+        }
 
 
 def clean(translation: str) -> str:
@@ -92,7 +95,7 @@ def prepare(extraction: Extraction) -> Prepared:
         encoded = inline.encode(items)
         text, table = encoded if encoded else (words, None)
         core = text.strip()
-        lead, trail = text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):]
+        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
         prepared.sent.append(_Sent(index, lead, core, trail, table or None))
     return prepared
 
@@ -126,8 +129,9 @@ def finish(prepared: Prepared, translations: list[str], paths: list[str | None] 
     return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks, counted)
 
 
-def each_translated(targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None],
-                    save: Callable[[], bytes]) -> Extraction:
+def each_translated(
+    targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None], save: Callable[[], bytes]
+) -> Extraction:
     """The common writer: each translated segment's outcome applied to its target (same order), then the file saved."""
 
     def write(outcomes: list[Outcome]) -> bytes:
@@ -146,7 +150,7 @@ def combine(parts: list[Extraction], after: Callable[[list[bytes]], bytes]) -> E
     def write(outcomes: list[Outcome]) -> bytes:
         written, pos = [], 0
         for part in parts:
-            written.append(part.write(outcomes[pos:pos + len(part.segments)]))
+            written.append(part.write(outcomes[pos : pos + len(part.segments)]))
             pos += len(part.segments)
         return after(written)
 

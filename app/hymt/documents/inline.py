@@ -87,7 +87,7 @@ def restore(translation: str, table: dict[int, Tag | Void]) -> list[Item] | None
         closing, n, void = match.group(1) == "/", int(match.group(2)), match.group(3) == "/"
         current = stack[-1][2] if stack else root
         if match.start() > pos:
-            current.append(translation[pos:match.start()])
+            current.append(translation[pos : match.start()])
         pos = match.end()
         item = table.get(n)
         if item is None or (closing and void):
