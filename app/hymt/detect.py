@@ -187,7 +187,7 @@ def _evidence(votes: dict[str, int], fallback: tuple[str, float]) -> tuple[str, 
     total = sum(votes.values())
     if not total:
         return fallback
-    code = max(votes, key=votes.get)
+    code = max(votes, key=votes.__getitem__)
     return code, votes[code] / total
 
 

@@ -38,9 +38,10 @@ class Document:
         out = []
         for piece in self.pieces:
             if isinstance(piece, int):
-                if translations[piece] is None:
+                translation = translations[piece]
+                if translation is None:
                     break
-                out.append(_LINE_BREAK.sub(" ", translations[piece]))
+                out.append(_LINE_BREAK.sub(" ", translation))
             else:
                 out.append(piece)
         return "".join(out)

@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import ConfigError
 from .family import check_choice
@@ -143,12 +144,12 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}  # each field's value, of its own type
         for f in dataclasses.fields(cls):
             raw = env.get(f"HYMT_{f.name.upper()}")
             if raw is None or raw == "":
                 continue
-            values[f.name] = _parse(f.name, f.type, raw)
+            values[f.name] = _parse(f.name, str(f.type), raw)  # a string: annotations are not evaluated here
         settings = cls(**values)
         settings.validate()
         return settings

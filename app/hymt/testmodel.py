@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .chat import (
     SEVEN_B_CHAT,
@@ -96,7 +97,7 @@ VOCABULARIES = {v.chat.key: v for v in (_seven_b(), _small())}
 
 # The real checkpoints' fields, with the dimensions shrunk; the 1.8B's four query heads per KV head kept (16 over 4
 # in the real one; the 7B's test model has two, its real one four).
-TINY_CONFIG = dict(
+TINY_CONFIG: dict[str, Any] = dict(
     hidden_size=64,
     intermediate_size=128,
     num_hidden_layers=2,
@@ -174,7 +175,9 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    ids = dict(bos_token_id=vocabulary.bos_id, eos_token_id=vocabulary.eos_id, pad_token_id=vocabulary.pad_id)
+    ids: dict[str, Any] = dict(
+        bos_token_id=vocabulary.bos_id, eos_token_id=vocabulary.eos_id, pad_token_id=vocabulary.pad_id
+    )
     config = HunYuanDenseV1Config(
         **{**TINY_CONFIG, "num_key_value_heads": _KV_HEADS[chosen.chat.key]},
         **ids,

@@ -96,7 +96,8 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
 
     app = Starlette(
         routes=ROUTES,
-        exception_handlers={HymtError: hymt_error, HTTPException: http_error, Exception: unexpected_error},
+        # Starlette types a handler as taking any Exception; each here is registered for, and takes, its own type.
+        exception_handlers={HymtError: hymt_error, HTTPException: http_error, Exception: unexpected_error},  # type: ignore[dict-item]
         lifespan=lifespan,
     )
     app.state.service = service

@@ -28,6 +28,12 @@ MAX_QUEUE_WAIT_S = 120.0
 RETRY_S = 0.5
 
 
+def _cancel(job: Job) -> None:
+    """Cancel a job on the engine it was submitted to (every submitted job has one)."""
+    if job.engine is not None:
+        job.engine.cancel(job)
+
+
 def _listener(events: asyncio.Queue[Event]) -> Callable[[Event], None]:
     loop = asyncio.get_running_loop()
 
@@ -82,7 +88,7 @@ async def queue_samplings(
             queued.append(await submit(service, items, target, sampling, options=options))
     except BaseException:
         for job, _ in queued:
-            job.engine.cancel(job)
+            _cancel(job)
         raise
     return queued
 
@@ -95,7 +101,7 @@ async def candidates_done(queued: list[tuple[Job, asyncio.Queue[Event]]], reques
     finally:
         for job, _ in queued:
             if not job.ended:
-                job.engine.cancel(job)
+                _cancel(job)
     return [job for job, _ in queued]
 
 
@@ -141,7 +147,7 @@ async def events_until_done(job: Job, events: asyncio.Queue[Event], request: Req
                 return
     finally:
         if not ended:
-            job.engine.cancel(job)
+            _cancel(job)
 
 
 async def run_to_end(

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import BadRequest
-from ..languages import LANGUAGES, resolve
+from ..languages import LANGUAGES, Language, resolve
 from ..prompts import Sampling
 from . import parsing, preamble, sse
 from .bridge import events_until_done, run_to_end, submit
@@ -50,7 +50,7 @@ async def models(request: Request) -> JSONResponse:
     )
 
 
-def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bool]:
+def _parse(data: dict, settings) -> tuple[str, str, Language | None, Language, Sampling, bool]:
     model = data.get("model", MODEL_NAME)
     if not isinstance(model, str):
         raise BadRequest("model must be a string", error_type="invalid_type")
@@ -126,6 +126,7 @@ def _user_text(messages, settings) -> str:
 
 async def chat_completions(request: Request):
     service, data = await preamble.begin(request, forms=False)
+    engine = service.ready_engine()  # ready: begin() has just made sure
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
     (src,), _ = await preamble.sources(service, quality, [text], source)
@@ -148,7 +149,7 @@ async def chat_completions(request: Request):
         return sse.data(body)
 
     def usage(job) -> dict:
-        tokens_in = service.engine.runner.count_tokens(text)
+        tokens_in = engine.runner.count_tokens(text)
         return {
             "prompt_tokens": tokens_in,
             "completion_tokens": job.tokens_out,
@@ -188,10 +189,11 @@ async def chat_completions(request: Request):
         sent = ""
         async for event in events_until_done(job, events, request):
             if event.kind == "error":
+                assert event.error is not None  # an error event carries its error
                 raise event.error
             # Send what the text so far adds to what was sent. A finished segment's cleaned text can differ from
             # its raw stream (a runaway repetition cut): then nothing more is sent until they agree again.
-            (done,) = job.texts() if event.kind == "done" else job.settled_texts(service.engine.decode)
+            (done,) = job.texts() if event.kind == "done" else job.settled_texts(engine.decode)
             if len(done) > len(sent) and done.startswith(sent):
                 yield chunk({"content": done[len(sent) :]})
                 sent = done

@@ -4,6 +4,8 @@ documented shape, so a client generated from it works (schemathesis checks this 
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import __version__
 from ..documents import FORMATS, media_types
 from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
@@ -361,7 +363,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         "description": "healthy or degraded (200); loading, unhealthy or draining (503)",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}},
     }
-    spec = {
+    spec: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
             "title": "hymt",

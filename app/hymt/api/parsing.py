@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Literal, overload
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import UploadFile
@@ -246,6 +247,10 @@ def check_length(text: str, settings: Settings) -> None:
         )
 
 
+@overload
+def language(data: dict, field: str, *, allow_auto: Literal[False], default: str | None = None) -> Language: ...
+@overload
+def language(data: dict, field: str, *, allow_auto: bool, default: str | None = None) -> Language | None: ...
 def language(data: dict, field: str, *, allow_auto: bool, default: str | None = None) -> Language | None:
     """A language field; None means auto-detect (only where allowed)."""
     value = data.get(field, default)

@@ -108,8 +108,10 @@ class Service:
     def fusion_engine(self) -> Engine:
         """The engine that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
         engine = self.ready_engine()
-        if self._fusion_up():
-            return engine if self.decision.fusion.placement == "same" else self.fusion
+        if self.decision.fusion.placement == "same":
+            return engine
+        if self.fusion is not None and self.fusion.alive:
+            return self.fusion
         why = self.fusion_error or self.decision.fusion.reason or "no fusion model"
         raise HymtError(f"quality best is not available: {why}", error_type="quality_unavailable", status=422)
 

@@ -33,7 +33,7 @@ class Extraction:
     """What a format reader gives: the segments, and how to write the file from their outcomes (same order)."""
 
     segments: list[list[Item]]
-    write: Callable[[list[Outcome]], bytes]
+    write: Callable[[list[Outcome]], bytes | str]  # str for an HTML fragment (the API's format: html)
 
 
 @dataclass
@@ -68,7 +68,7 @@ PATHS = ("markers", "strict", "runs")
 
 @dataclass
 class Result:
-    data: bytes
+    data: bytes | str  # str for an HTML fragment
     segments: int
     markup_fallbacks: int
     paths: Counter = field(default_factory=Counter)  # segments with markup by the path they took (PATHS)

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..prompts import MARKER
 
 
 @dataclass(eq=False)
 class Tag:
-    payload: object
+    payload: Any  # the format's own element (an lxml element, a run, a markdown token)
     children: list[Item] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Void:
-    payload: object
+    payload: Any
 
 
 Item = str | Tag | Void
