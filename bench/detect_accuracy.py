@@ -1,7 +1,7 @@
 """Accuracy of the offline language detector (`source: auto`) on the committed multilingual samples.
 
     python bench/detect_accuracy.py                   # the README's tables: per language, per file, shorter inputs
-    python bench/detect_accuracy.py --json            # the report as one JSON object (tests/test_detect.py reads it)
+    python bench/detect_accuracy.py --json            # one JSON object (tests/unit/test_detect.py reads it)
     python bench/detect_accuracy.py --sample F.tsv    # other samples in the same format (repeat the option)
     python bench/detect_accuracy.py --max-chars 20    # every sentence cut to its first 20 characters
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: sets up everything it needs on a fresh machine (venv, pinned packages, Chromium), then runs pytest.
+# The test command: sets up everything it needs on a fresh machine (venv, pinned packages, Chromium), then ruff, mypy and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +39,11 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&
     echo "podman cannot be installed here (needs root and apt-get): the image tests will be skipped" >&2
   fi
 fi
+
+# Lint, format and types first: a finding fails the run before the tests start.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 
