@@ -1,6 +1,6 @@
 # hymt: Hunyuan-MT-7B behind a web page and an HTTP API, on whatever NVIDIA GPU the host has.
 # CUDA 12.8 runtime: runs on drivers >= 570, which current consumer and data-centre drivers are.
-# CUDA_IMAGE is the base: the tests build on a local Debian image standing in for it (tests/test_image.py).
+# CUDA_IMAGE is the base: the tests build on a local Debian image standing in for it (tests/system/test_image.py).
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
 
 # A checkpoint directory on disk, baked instead of MODEL_ID's download:

@@ -5,6 +5,7 @@ and its gpu extra) and of the carried wheels is either a carried wheel or a pack
 
 KINDS.md is the device library's page whose "Packages:" line lists the image's packages. Names are compared as
 PEP 503 normalises them; versions are not (the image has one of each)."""
+
 import re
 import sys
 import tomllib
@@ -28,7 +29,7 @@ def requirement_name(spec: str) -> str:
 def applies(spec: str) -> bool:
     """Unconditional, or for Linux; no extras."""
     marker = spec.partition(";")[2]
-    return "extra ==" not in marker and "win32\"" not in marker.replace("'", '"') or not marker
+    return "extra ==" not in marker and 'win32"' not in marker.replace("'", '"') or not marker
 
 
 def image_packages(kinds: Path) -> set[str]:
@@ -53,8 +54,14 @@ def main() -> int:
     carried = wheel_requirements(wheels)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     needs = {"hymt": project["dependencies"] + project["optional-dependencies"]["gpu"], **carried}
-    missing = sorted({(who, requirement_name(spec)) for who, specs in needs.items() for spec in specs
-                      if applies(spec) and requirement_name(spec) not in have | set(carried) | NOT_ON_THE_RUN})
+    missing = sorted(
+        {
+            (who, requirement_name(spec))
+            for who, specs in needs.items()
+            for spec in specs
+            if applies(spec) and requirement_name(spec) not in have | set(carried) | NOT_ON_THE_RUN
+        }
+    )
     for who, name in missing:
         print(f"closure: {name} (needed by {who}) is neither carried nor on the GPU machine's image")
     return 1 if missing else 0

@@ -1,7 +1,7 @@
 """Accuracy of the offline language detector (`source: auto`) on the committed multilingual samples.
 
     python bench/detect_accuracy.py                   # the README's tables: per language, per file, shorter inputs
-    python bench/detect_accuracy.py --json            # the report as one JSON object (tests/test_detect.py reads it)
+    python bench/detect_accuracy.py --json            # one JSON object (tests/unit/test_detect.py reads it)
     python bench/detect_accuracy.py --sample F.tsv    # other samples in the same format (repeat the option)
     python bench/detect_accuracy.py --max-chars 20    # every sentence cut to its first 20 characters
 
@@ -58,11 +58,20 @@ def evaluate(rows: list[tuple[str, str, str]]) -> dict:
         "sentences": len(rows),
         "correct": sum(correct.values()),
         "accuracy": round(sum(correct.values()) / len(rows), 4) if rows else 0.0,
-        "languages": [{"language": code, "script": script, "sentences": totals[(code, script)],
-                       "correct": correct[(code, script)]} for code, script in keys],
+        "languages": [
+            {
+                "language": code,
+                "script": script,
+                "sentences": totals[(code, script)],
+                "correct": correct[(code, script)],
+            }
+            for code, script in keys
+        ],
         "missing": [lang.code for lang in LANGUAGES if not any(k[0] == lang.code for k in totals)],
-        "confusions": [{"expected": e, "detected": g, "sentences": texts}
-                       for (e, g), texts in sorted(confusions.items(), key=lambda item: -len(item[1]))],
+        "confusions": [
+            {"expected": e, "detected": g, "sentences": texts}
+            for (e, g), texts in sorted(confusions.items(), key=lambda item: -len(item[1]))
+        ],
     }
 
 
@@ -70,8 +79,10 @@ def markdown(report: dict) -> str:
     lines = ["| language | script | sentences | correct | accuracy |", "|---|---|---|---|---|"]
     for row in report["languages"]:
         name = BY_CODE[row["language"]].english
-        lines.append(f"| {name} (`{row['language']}`) | {row['script']} | {row['sentences']} | {row['correct']} | "
-                     f"{row['correct'] / row['sentences']:.0%} |")
+        lines.append(
+            f"| {name} (`{row['language']}`) | {row['script']} | {row['sentences']} | {row['correct']} | "
+            f"{row['correct'] / row['sentences']:.0%} |"
+        )
     lines.append(f"| **all** | | {report['sentences']} | {report['correct']} | {report['accuracy']:.1%} |")
     prefixes = " | ".join(f"first {n} characters" for n in SHORTER)
     lines += ["", f"| sample | sentences | whole sentences | {prefixes} |", "|---|---|---|" + "---|" * len(SHORTER)]
@@ -105,9 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise SystemExit(f"cannot read {path}: {exc}") from None
     report = evaluate([row for rows in files.values() for row in rows])
-    report["files"] = {name: {"sentences": len(rows), "all": evaluate(rows)["accuracy"],
-                              **{str(n): evaluate(_cut(rows, n))["accuracy"] for n in SHORTER}}
-                       for name, rows in files.items()}
+    report["files"] = {
+        name: {
+            "sentences": len(rows),
+            "all": evaluate(rows)["accuracy"],
+            **{str(n): evaluate(_cut(rows, n))["accuracy"] for n in SHORTER},
+        }
+        for name, rows in files.items()
+    }
     print(json.dumps(report, ensure_ascii=False, indent=1) if args.json else markdown(report))
     return 0
 

@@ -21,8 +21,15 @@ import torch
 import torch.nn.functional as F
 
 HIDDEN, KV, FFN, VOCAB, LAYERS = 4096, 1024, 14336, 128167, 32
-SHAPES = {"q": (HIDDEN, HIDDEN), "k": (KV, HIDDEN), "v": (KV, HIDDEN), "o": (HIDDEN, HIDDEN),
-          "gate": (FFN, HIDDEN), "up": (FFN, HIDDEN), "down": (HIDDEN, FFN)}  # (out, in)
+SHAPES = {
+    "q": (HIDDEN, HIDDEN),
+    "k": (KV, HIDDEN),
+    "v": (KV, HIDDEN),
+    "o": (HIDDEN, HIDDEN),
+    "gate": (FFN, HIDDEN),
+    "up": (FFN, HIDDEN),
+    "down": (HIDDEN, FFN),
+}  # (out, in)
 GROUP = 128
 # The projections as separate layers (as the checkpoint has them), and fused: q, k, v as one layer, gate and up as one.
 LAYOUTS = {"split": ("q", "k", "v", "o", "gate", "up", "down"), "fused": ("qkv", "o", "gate_up", "down")}
@@ -42,14 +49,21 @@ def fp8_rowwise(weight):
         scale_x = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / 448.0
         x8 = (x.float() / scale_x).to(torch.float8_e4m3fn)
         return torch._scaled_mm(x8, w8_t, scale_a=scale_x, scale_b=scale_w_row, out_dtype=torch.bfloat16)
+
     return run
 
 
 def nf4(weight):
     import bitsandbytes as bnb
 
-    layer = bnb.nn.Linear4bit(weight.shape[1], weight.shape[0], bias=False, compute_dtype=torch.bfloat16,
-                              quant_type="nf4", compress_statistics=True)
+    layer = bnb.nn.Linear4bit(
+        weight.shape[1],
+        weight.shape[0],
+        bias=False,
+        compute_dtype=torch.bfloat16,
+        quant_type="nf4",
+        compress_statistics=True,
+    )
     layer.weight = bnb.nn.Params4bit(weight.cpu(), requires_grad=False, quant_type="nf4", compress_statistics=True)
     return layer.cuda()
 
@@ -59,8 +73,12 @@ def torchao_tinygemm(weight):
 
     layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=torch.bfloat16, device="cuda")
     layer.weight.data.copy_(weight)
-    quantize_(layer, Int4WeightOnlyConfig(group_size=GROUP, int4_packing_format="tile_packed_to_4d",
-                                          int4_choose_qparams_algorithm="hqq"))
+    quantize_(
+        layer,
+        Int4WeightOnlyConfig(
+            group_size=GROUP, int4_packing_format="tile_packed_to_4d", int4_choose_qparams_algorithm="hqq"
+        ),
+    )
     return layer
 
 
@@ -79,30 +97,42 @@ def gemlite_int4(weight):
     from gemlite.helper import A16Wn
 
     q, scale, zero = _asymmetric_int4(weight)
-    return A16Wn(device="cuda", dtype=torch.bfloat16).from_weights(q, scale.to(torch.bfloat16),
-                                                                  zero.to(torch.bfloat16), W_nbits=4,
-                                                                  group_size=GROUP)
+    return A16Wn(device="cuda", dtype=torch.bfloat16).from_weights(
+        q, scale.to(torch.bfloat16), zero.to(torch.bfloat16), W_nbits=4, group_size=GROUP
+    )
 
 
 def humming_int4(weight):
     from humming.layer import HummingLayer
 
-    layer = HummingLayer(shape_n=weight.shape[0], shape_k=weight.shape[1],
-                         weight_config={"dtype": "uint4", "group_size": GROUP}, torch_dtype=torch.bfloat16).cuda()
+    layer = HummingLayer(
+        shape_n=weight.shape[0],
+        shape_k=weight.shape[1],
+        weight_config={"dtype": "uint4", "group_size": GROUP},
+        torch_dtype=torch.bfloat16,
+    ).cuda()
     layer.load_from_unquantized(weight)
     layer.transform()
     return layer
 
 
-FORMATS = {"bf16": bf16, "fp8-rowwise": fp8_rowwise, "nf4-bnb": nf4, "int4-torchao-tinygemm": torchao_tinygemm,
-           "int4-gemlite": gemlite_int4, "int4-humming": humming_int4}
+FORMATS = {
+    "bf16": bf16,
+    "fp8-rowwise": fp8_rowwise,
+    "nf4-bnb": nf4,
+    "int4-torchao-tinygemm": torchao_tinygemm,
+    "int4-gemlite": gemlite_int4,
+    "int4-humming": humming_int4,
+}
 
 
 def time_graph(calls: list[tuple], replays: int = 50) -> tuple[float, bool]:
     """Seconds for one pass over `calls` (layer, input), replayed in a CUDA graph (eager when capture fails)."""
+
     def once():
         for layer, x in calls:
             layer(x)
+
     for _ in range(3):
         once()
     torch.cuda.synchronize()

@@ -46,45 +46,133 @@ def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> di
     times["unpack_s"] = round(time.perf_counter() - started, 1)
     ggufs = {"BF16": work / "model-bf16.gguf", "Q4_K_M": work / "model-q4km.gguf"}
     started = time.perf_counter()
-    subprocess.run(pin + [sys.executable, str(pack / "to_gguf.py"), str(src), str(model_dir), str(ggufs["BF16"]), "bf16"],
-                   check=True, stdout=log, stderr=subprocess.STDOUT)
+    subprocess.run(
+        pin + [sys.executable, str(pack / "to_gguf.py"), str(src), str(model_dir), str(ggufs["BF16"]), "bf16"],
+        check=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     times["convert_s"] = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
-    subprocess.run(pin + [str(bin_dir / "llama-quantize"), str(ggufs["BF16"]), str(ggufs["Q4_K_M"]), "Q4_K_M",
-                          str(len(cpus) or os.cpu_count() or 8)], check=True, stdout=log, stderr=subprocess.STDOUT, env=_env(bin_dir))
+    subprocess.run(
+        pin
+        + [
+            str(bin_dir / "llama-quantize"),
+            str(ggufs["BF16"]),
+            str(ggufs["Q4_K_M"]),
+            "Q4_K_M",
+            str(len(cpus) or os.cpu_count() or 8),
+        ],
+        check=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=_env(bin_dir),
+    )
     times["quantize_s"] = round(time.perf_counter() - started, 1)
     return {"bin": str(bin_dir), "ggufs": {k: str(v) for k, v in ggufs.items()}, **times}
 
 
 def _env(bin_dir: Path) -> dict:
-    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(p for p in (str(bin_dir),
-                                                                        os.environ.get("LD_LIBRARY_PATH", "")) if p)}
+    return {
+        **os.environ,
+        "LD_LIBRARY_PATH": os.pathsep.join(p for p in (str(bin_dir), os.environ.get("LD_LIBRARY_PATH", "")) if p),
+    }
 
 
 def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict]:
     """`llama-bench` tg128 (and pp64): decoding tok/s of one stream in-process, one record per card it stands for."""
-    proc = subprocess.run([str(bin_dir / "llama-bench"), "-m", str(gguf), "-ngl", "99", "-fa", "1", "-p", "64",
-                           "-n", "128", "-r", "3", "-o", "jsonl"], capture_output=True, text=True, env=_env(bin_dir),
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            str(bin_dir / "llama-bench"),
+            "-m",
+            str(gguf),
+            "-ngl",
+            "99",
+            "-fa",
+            "1",
+            "-p",
+            "64",
+            "-n",
+            "128",
+            "-r",
+            "3",
+            "-o",
+            "jsonl",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(bin_dir),
+        timeout=300,
+    )
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     gen = next((r for r in rows if r.get("n_gen") == 128), None)
     prompt = next((r for r in rows if r.get("n_prompt") == 64 and not r.get("n_gen")), None)
     if gen is None:
-        return [{**base, "engine": "llama.cpp", "profile": kind, "scenario": "single_stream", "card_gb": card,
-                 "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]} for card in TYPES[kind]]
-    return [{**base, "engine": "llama.cpp", "profile": kind, "scenario": "single_stream", "card_gb": card,
-             "clients": 1, "tok_s": round(gen["avg_ts"], 1), "prefill_tok_s": round(prompt["avg_ts"], 1) if prompt
-             else None, "p50_s": None, "p95_s": None, "oom_events": 0} for card in TYPES[kind]]
+        return [
+            {
+                **base,
+                "engine": "llama.cpp",
+                "profile": kind,
+                "scenario": "single_stream",
+                "card_gb": card,
+                "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300],
+            }
+            for card in TYPES[kind]
+        ]
+    return [
+        {
+            **base,
+            "engine": "llama.cpp",
+            "profile": kind,
+            "scenario": "single_stream",
+            "card_gb": card,
+            "clients": 1,
+            "tok_s": round(gen["avg_ts"], 1),
+            "prefill_tok_s": round(prompt["avg_ts"], 1) if prompt else None,
+            "p50_s": None,
+            "p95_s": None,
+            "oom_events": 0,
+        }
+        for card in TYPES[kind]
+    ]
 
 
-def serve(bin_dir: Path, gguf: Path, kind: str, clients: tuple, new_tokens: int, deadline: float, base: dict,
-          log, port: int = 8001) -> list[dict]:
+def serve(
+    bin_dir: Path,
+    gguf: Path,
+    kind: str,
+    clients: tuple,
+    new_tokens: int,
+    deadline: float,
+    base: dict,
+    log,
+    port: int = 8001,
+) -> list[dict]:
     """`llama-server` under 1, 16 and 64 HTTP clients; each record once per card the GGUF type stands for."""
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
-    process = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(gguf), "-ngl", "99", "-fa", "on", "-np", "64",
-                                "-c", "32768", "--host", "127.0.0.1", "--port", str(port)],
-                               stdout=log, stderr=subprocess.STDOUT, env=_env(bin_dir))
+    process = subprocess.Popen(
+        [
+            str(bin_dir / "llama-server"),
+            "-m",
+            str(gguf),
+            "-ngl",
+            "99",
+            "-fa",
+            "on",
+            "-np",
+            "64",
+            "-c",
+            "32768",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=_env(bin_dir),
+    )
     records = []
     head = {**base, "engine": "llama.cpp", "profile": kind}
     try:

@@ -21,34 +21,69 @@ SENTENCES = [
     ("The meeting has been moved to Thursday afternoon.", "en", "zh"),
     ("Please keep your luggage with you at all times while inside the terminal building.", "en", "de"),
     ("我们将在下周一发布新版本，届时所有用户都可以免费升级。", "zh", "en"),
-    ("Les résultats de l'étude montrent une nette amélioration de la qualité de l'air dans les grandes villes.",
-     "fr", "zh"),
-    ("Der Zug nach München fährt heute wegen Bauarbeiten mit einer Verspätung von etwa zwanzig Minuten ab.",
-     "de", "en"),
-    ("If you have any questions about your invoice, contact our support team by email or by phone during office "
-     "hours.", "en", "ja"),
-    ("El nuevo museo abrirá sus puertas al público el próximo mes con una exposición dedicada al arte "
-     "contemporáneo.", "es", "en"),
+    (
+        "Les résultats de l'étude montrent une nette amélioration de la qualité de l'air dans les grandes villes.",
+        "fr",
+        "zh",
+    ),
+    (
+        "Der Zug nach München fährt heute wegen Bauarbeiten mit einer Verspätung von etwa zwanzig Minuten ab.",
+        "de",
+        "en",
+    ),
+    (
+        "If you have any questions about your invoice, contact our support team by email or by phone during office "
+        "hours.",
+        "en",
+        "ja",
+    ),
+    (
+        "El nuevo museo abrirá sus puertas al público el próximo mes con una exposición dedicada al arte "
+        "contemporáneo.",
+        "es",
+        "en",
+    ),
     ("明日の会議は午後三時から始まりますので、資料を事前に確認しておいてください。", "ja", "zh"),
-    ("Researchers found that people who sleep less than six hours a night are more likely to catch a cold, even "
-     "when other factors such as age, stress and smoking are taken into account.", "en", "zh"),
+    (
+        "Researchers found that people who sleep less than six hours a night are more likely to catch a cold, even "
+        "when other factors such as age, stress and smoking are taken into account.",
+        "en",
+        "zh",
+    ),
     ("Проект будет завершён к концу года, если финансирование сохранится на нынешнем уровне.", "ru", "en"),
-    ("The committee reviewed forty applications and selected three finalists, each of whom will present a "
-     "detailed proposal to the board in early spring.", "en", "fr"),
+    (
+        "The committee reviewed forty applications and selected three finalists, each of whom will present a "
+        "detailed proposal to the board in early spring.",
+        "en",
+        "fr",
+    ),
     ("Mohon pastikan semua dokumen sudah ditandatangani sebelum dikirim ke kantor pusat.", "id", "en"),
-    ("Il governo ha annunciato nuove misure per sostenere le piccole imprese colpite dall'aumento dei costi "
-     "dell'energia.", "it", "en"),
+    (
+        "Il governo ha annunciato nuove misure per sostenere le piccole imprese colpite dall'aumento dei costi "
+        "dell'energia.",
+        "it",
+        "en",
+    ),
     ("Thank you for your patience.", "en", "bo"),
     ("Bu yıl festivale otuzdan fazla ülkeden sanatçı katılacak ve etkinlikler iki hafta sürecek.", "tr", "en"),
-    ("The software update fixes a security vulnerability that could allow an attacker to read files on the "
-     "device without the user's permission, so we recommend installing it as soon as possible.", "en", "zh"),
+    (
+        "The software update fixes a security vulnerability that could allow an attacker to read files on the "
+        "device without the user's permission, so we recommend installing it as soon as possible.",
+        "en",
+        "zh",
+    ),
 ]
 
 
 def document_lines(count: int) -> list[str]:
     """A document of `count` short lines (subtitle-like clauses of the English sentences), one segment each."""
-    clauses = [c.strip() for text, source, _ in SENTENCES if source == "en" for c in re.split(r"[,.]", text)
-               if len(c.split()) >= 3]
+    clauses = [
+        c.strip()
+        for text, source, _ in SENTENCES
+        if source == "en"
+        for c in re.split(r"[,.]", text)
+        if len(c.split()) >= 3
+    ]
     return [f"{clauses[i % len(clauses)]} ({i + 1})." for i in range(count)]
 
 
@@ -73,8 +108,11 @@ class Hymt:
 
     def post(self, session: httpx.Client, sentence: tuple[str, str, str], timeout: float) -> int | None:
         text, source, target = sentence
-        response = session.post(f"{self.url}/translate", timeout=timeout,
-                                json={"q": text, "source": "auto" if self.source_auto else source, "target": target})
+        response = session.post(
+            f"{self.url}/translate",
+            timeout=timeout,
+            json={"q": text, "source": "auto" if self.source_auto else source, "target": target},
+        )
         return 0 if response.status_code == 200 else None
 
     def tokens_out(self) -> float:
@@ -97,8 +135,15 @@ class OpenAIChat:
         self._lock = threading.Lock()
 
     def post(self, session: httpx.Client, sentence: tuple[str, str, str], timeout: float) -> int | None:
-        body = {"messages": [{"role": "user", "content": self._message(*sentence)}], "max_tokens": self.max_tokens,
-                "ignore_eos": True, "temperature": 0.7, "top_k": 20, "top_p": 0.6, "repeat_penalty": 1.05}
+        body = {
+            "messages": [{"role": "user", "content": self._message(*sentence)}],
+            "max_tokens": self.max_tokens,
+            "ignore_eos": True,
+            "temperature": 0.7,
+            "top_k": 20,
+            "top_p": 0.6,
+            "repeat_penalty": 1.05,
+        }
         response = session.post(f"{self.url}/v1/chat/completions", json=body, timeout=timeout)
         if response.status_code != 200:
             return None
@@ -159,9 +204,17 @@ def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dic
     elapsed = time.perf_counter() - started
     tokens = target.tokens_out() - tokens_before
     padded = latencies + [math.inf] * (unfinished + errors)
-    record = {"scenario": "clients", "clients": clients, "requests": clients * per_client,
-              "completed": len(latencies), "errors": errors, "unfinished": unfinished, "seconds": round(elapsed, 2),
-              "tokens_out": int(tokens), "tok_s": round(tokens / elapsed, 1)}
+    record = {
+        "scenario": "clients",
+        "clients": clients,
+        "requests": clients * per_client,
+        "completed": len(latencies),
+        "errors": errors,
+        "unfinished": unfinished,
+        "seconds": round(elapsed, 2),
+        "tokens_out": int(tokens),
+        "tok_s": round(tokens / elapsed, 1),
+    }
     for key, q in (("p50_s", 0.5), ("p95_s", 0.95)):
         value = percentile(padded, q)
         record[key] = round(value, 2) if math.isfinite(value) else round(deadline_s, 2)
@@ -180,7 +233,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Watcher:
         self._thread.start()
         return self
 
@@ -198,16 +251,21 @@ class Watcher:
             handles = []
         with httpx.Client() as session:
             while not self._stop.wait(0.1):
-                used = [p.usedGpuMemory for h in handles for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
-                        if p.pid == self.pid and p.usedGpuMemory]
+                used = [
+                    p.usedGpuMemory
+                    for h in handles
+                    for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+                    if p.pid == self.pid and p.usedGpuMemory
+                ]
                 try:
                     health = session.get(f"{self.url}/health", timeout=2).json()
                 except (httpx.HTTPError, ValueError):
                     continue
-                gb = used[0] / 2 ** 30 if used else health.get("gpu_memory_used_gb") or 0.0
+                gb = used[0] / 2**30 if used else health.get("gpu_memory_used_gb") or 0.0
                 self.peak_gb = max(self.peak_gb, gb)
-                self.max_in_flight = max(self.max_in_flight,
-                                         health.get("in_flight", health.get("running_segments", 0)) or 0)
+                self.max_in_flight = max(
+                    self.max_in_flight, health.get("in_flight", health.get("running_segments", 0)) or 0
+                )
         if handles:
             pynvml.nvmlShutdown()
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
-import torch  # noqa: E402
+import torch
 
-from hymt.engine import kernels  # noqa: E402
-from hymt.engine.model import silu_mul  # noqa: E402
+from hymt.engine import kernels
+from hymt.engine.model import silu_mul
 
 # (rows, columns) of q/k/v fused, o, gate/up fused, down, and the head.
 SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128167, 4096))
@@ -29,14 +29,17 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--no-pdl", action="store_true", help="kernels launched one after another, to compare")
     args = parser.parse_args()
-    weights = [torch.randn(shape, dtype=torch.bfloat16, device="cuda") * 0.02 for shape in SHAPES[:-1]
-               for _ in range(args.layers)] + [torch.randn(SHAPES[-1], dtype=torch.bfloat16, device="cuda") * 0.02]
+    weights = [
+        torch.randn(shape, dtype=torch.bfloat16, device="cuda") * 0.02
+        for shape in SHAPES[:-1]
+        for _ in range(args.layers)
+    ] + [torch.randn(SHAPES[-1], dtype=torch.bfloat16, device="cuda") * 0.02]
     if not args.no_pdl:
         kernels.enable_pdl(torch.device("cuda"))
-    chosen = kernels.tune_matvec(weights, frozenset({SHAPES[3]}), torch.compile(silu_mul, dynamic=True),
-                                 keep_all=True)
-    shapes = {f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas}
-              for (n, k), (config, us, cublas) in chosen.items()}
+    chosen = kernels.tune_matvec(weights, frozenset({SHAPES[3]}), torch.compile(silu_mul, dynamic=True), keep_all=True)
+    shapes = {
+        f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas} for (n, k), (config, us, cublas) in chosen.items()
+    }
     record = {"gpu": torch.cuda.get_device_name(), "pdl": kernels.common.PDL, "shapes": shapes}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")

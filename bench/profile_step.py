@@ -34,8 +34,15 @@ TEXT = "Please keep your luggage with you at all times while inside the terminal
 
 def table(prof, key: str, limit: int = 40) -> list[dict]:
     rows = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:limit]
-    return [{"name": e.key[:90], "calls": e.count, "self_cpu_us": round(e.self_cpu_time_total, 1),
-             "device_us": round(getattr(e, "self_device_time_total", 0.0), 1)} for e in rows]
+    return [
+        {
+            "name": e.key[:90],
+            "calls": e.count,
+            "self_cpu_us": round(e.self_cpu_time_total, 1),
+            "device_us": round(getattr(e, "self_device_time_total", 0.0), 1),
+        }
+        for e in rows
+    ]
 
 
 def timed(engine, sampling: Sampling, tokens: int) -> dict:
@@ -48,10 +55,13 @@ def timed(engine, sampling: Sampling, tokens: int) -> dict:
     job.wait(120)
     seconds = time.perf_counter() - started
     decode_steps, decode_s = stats.steps["decode"] - steps, stats.step_s["decode"] - step_s
-    return {"tokens": job.tokens_out, "tok_s": round(job.tokens_out / seconds, 1),
-            "ms_per_token": round(seconds * 1000 / job.tokens_out, 3),
-            "decode_tok_s": round(decode_steps / decode_s, 1), "decode_ms_per_step": round(decode_s * 1000 /
-                                                                                           decode_steps, 3)}
+    return {
+        "tokens": job.tokens_out,
+        "tok_s": round(job.tokens_out / seconds, 1),
+        "ms_per_token": round(seconds * 1000 / job.tokens_out, 3),
+        "decode_tok_s": round(decode_steps / decode_s, 1),
+        "decode_ms_per_step": round(decode_s * 1000 / decode_steps, 3),
+    }
 
 
 def main() -> int:
@@ -65,15 +75,26 @@ def main() -> int:
     args = parser.parse_args()
     if args.no_pdl:
         kernels.enable_pdl = lambda device: False
-    settings = Settings(model=str(args.model_dir), gpu_memory_gb=args.card, profile=args.profile,
-                        max_new_tokens=args.tokens, compile_cache_dir="/tmp/hymt-compile")
+    settings = Settings(
+        model=str(args.model_dir),
+        gpu_memory_gb=args.card,
+        profile=args.profile,
+        max_new_tokens=args.tokens,
+        compile_cache_dir="/tmp/hymt-compile",
+    )
     decision = decision_for(settings)
     apply_memory_cap(args.card)
     engine = start(settings, decision)
-    record = {"card_gb": args.card, "profile": engine.decision.profile, "attention": engine.attention,
-              "pdl": kernels.common.PDL,
-              "matvec": {f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas}
-                         for (n, k), (config, us, cublas) in engine.runner.decoder.matvec.items()}}
+    record = {
+        "card_gb": args.card,
+        "profile": engine.decision.profile,
+        "attention": engine.attention,
+        "pdl": kernels.common.PDL,
+        "matvec": {
+            f"{n}x{k}": {"config": config, "us": us, "cublas_us": cublas}
+            for (n, k), (config, us, cublas) in engine.runner.decoder.matvec.items()
+        },
+    }
     runs = {}
     for name, sampling in (("greedy", Sampling(greedy=True)), ("official", Sampling())):
         engine.submit([(TEXT, resolve("en"))], resolve("de"), sampling, min_new_tokens=args.tokens).wait(120)
@@ -99,8 +120,10 @@ def main() -> int:
     engine.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in record.items() if k in ("profile", "job", "graph_replay_ms", "matvec")}),
-          flush=True)
+    print(
+        json.dumps({k: v for k, v in record.items() if k in ("profile", "job", "graph_replay_ms", "matvec")}),
+        flush=True,
+    )
     return 0
 
 

@@ -29,14 +29,16 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import SENTENCES, Watcher  # noqa: E402
-from load import stop, wait_healthy  # noqa: E402
+from load import SENTENCES, Watcher, stop, wait_healthy  # noqa: E402  # noqa: E402
 from run import _engine_env, _pythonpath, hymt_serve  # noqa: E402
 
 
 def _env(args, card: float | None) -> dict:
-    return {**_engine_env(card, args.new_tokens), "HYMT_FUSION_MODEL": str(args.fusion_dir),
-            "PYTHONPATH": _pythonpath()}
+    return {
+        **_engine_env(card, args.new_tokens),
+        "HYMT_FUSION_MODEL": str(args.fusion_dir),
+        "PYTHONPATH": _pythonpath(),
+    }
 
 
 def _wait(url: str, process: subprocess.Popen, timeout: float) -> dict:
@@ -63,8 +65,9 @@ def _latencies(url: str, quality: str, clients: int, per_client: int) -> dict:
             for k in range(per_client):
                 text, source, target = SENTENCES[(number * per_client + k) % len(SENTENCES)]
                 started = time.perf_counter()
-                response = session.post(f"{url}/translate", json={"q": text, "source": source, "target": target,
-                                                                  "quality": quality})
+                response = session.post(
+                    f"{url}/translate", json={"q": text, "source": source, "target": target, "quality": quality}
+                )
                 with lock:
                     if response.status_code == 200:
                         seconds.append(time.perf_counter() - started)
@@ -77,8 +80,14 @@ def _latencies(url: str, quality: str, clients: int, per_client: int) -> dict:
         thread.start()
     for thread in threads:
         thread.join()
-    record = {"quality": quality, "clients": clients, "requests": clients * per_client, "completed": len(seconds),
-              "wall_s": round(time.perf_counter() - began, 2), "errors": errors[:3]}
+    record = {
+        "quality": quality,
+        "clients": clients,
+        "requests": clients * per_client,
+        "completed": len(seconds),
+        "wall_s": round(time.perf_counter() - began, 2),
+        "errors": errors[:3],
+    }
     if seconds:
         record.update(p50_s=round(statistics.median(seconds), 2), max_s=round(max(seconds), 2))
     return record
@@ -89,15 +98,20 @@ def run_card(args, card: float | None, log) -> dict:
     url = f"http://127.0.0.1:{port}"
     record: dict = {"card_gb": card}
     started = time.perf_counter()
-    process = subprocess.Popen(hymt_serve(args.model_dir, port), env=_env(args, card), stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        hymt_serve(args.model_dir, port), env=_env(args, card), stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         with Watcher(url, process.pid) as watcher:
             health = _wait(url, process, args.startup_timeout)
         quality = health["quality"]
-        record.update(startup_s=round(time.perf_counter() - started, 1), profile=health["profile"],
-                      kv_cache_tokens=health["kv_cache_tokens"], fusion=quality,
-                      startup_peak_gb=round(watcher.peak_gb, 2))
+        record.update(
+            startup_s=round(time.perf_counter() - started, 1),
+            profile=health["profile"],
+            kv_cache_tokens=health["kv_cache_tokens"],
+            fusion=quality,
+            startup_peak_gb=round(watcher.peak_gb, 2),
+        )
         runs = []
         for mode in ("standard", "best") if quality["best"] else ("standard",):
             for clients, per_client in ((1, args.requests), (4, args.requests)):

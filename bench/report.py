@@ -1,6 +1,6 @@
 """The standard run's records as one markdown table and one chart.
 
-    python bench/report.py bench/results        # reads standard.json, writes table.md and chart.png
+python bench/report.py bench/results        # reads standard.json, writes table.md and chart.png
 """
 
 from __future__ import annotations
@@ -13,8 +13,18 @@ ENGINES = ("hymt", "llama.cpp", "seed-style")
 
 
 def _find(records: list[dict], card: float, engine: str, scenario: str, clients: int = 1) -> dict | None:
-    return next((r for r in records if r.get("card_gb") == card and r.get("engine") == engine
-                 and r.get("scenario") == scenario and r.get("clients") == clients and "error" not in r), None)
+    return next(
+        (
+            r
+            for r in records
+            if r.get("card_gb") == card
+            and r.get("engine") == engine
+            and r.get("scenario") == scenario
+            and r.get("clients") == clients
+            and "error" not in r
+        ),
+        None,
+    )
 
 
 def _tok_s(r: dict | None, latency: str = "") -> str:
@@ -36,15 +46,19 @@ def _ratio(ours: dict | None, theirs: dict | None) -> str:
 def table(results: dict) -> str:
     records, env = results["records"], results["environment"]
     cards = sorted({r["card_gb"] for r in records if r.get("scenario") == "clients" and "card_gb" in r})
-    lines = [f"Run {results.get('run')} on {env.get('gpu')} ({env.get('date')}; torch {env.get('torch')}, "
-             f"transformers {env.get('transformers')}), random weights of the real 7B shape, every answer "
-             f"{results['new_tokens']} tokens, the official sampling; hymt through `/translate` with `source: auto`, "
-             "llama.cpp's `llama-server` through `/v1/chat/completions` with the same prompt. tok/s: generated tokens "
-             "per second over all clients (p50, p95: seconds per request). Single stream: one segment, decoding "
-             "alone (hymt's engine in-process, greedy: its decoding steps over their wall time; `llama-bench` "
-             "tg128).", "",
-             "| card | engine | profile | 1 client tok/s (p50) | 16 clients | 64 clients (p50 / p95) "
-             "| single stream tok/s | peak GPU GiB | OOM | start-up s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Run {results.get('run')} on {env.get('gpu')} ({env.get('date')}; torch {env.get('torch')}, "
+        f"transformers {env.get('transformers')}), random weights of the real 7B shape, every answer "
+        f"{results['new_tokens']} tokens, the official sampling; hymt through `/translate` with `source: auto`, "
+        "llama.cpp's `llama-server` through `/v1/chat/completions` with the same prompt. tok/s: generated tokens "
+        "per second over all clients (p50, p95: seconds per request). Single stream: one segment, decoding "
+        "alone (hymt's engine in-process, greedy: its decoding steps over their wall time; `llama-bench` "
+        "tg128).",
+        "",
+        "| card | engine | profile | 1 client tok/s (p50) | 16 clients | 64 clients (p50 / p95) "
+        "| single stream tok/s | peak GPU GiB | OOM | start-up s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for card in cards:
         for engine in ENGINES:
             rows = {c: _find(records, card, engine, "clients", c) for c in (1, 16, 64)}
@@ -52,21 +66,36 @@ def table(results: dict) -> str:
             present = [r for r in (*rows.values(), stream) if r]
             if not present:
                 continue
-            lines.append(f"| {card:g} GB | {engine} | {present[0].get('profile')} | {_tok_s(rows[1], 'p50')} | "
-                         f"{_tok_s(rows[16])} | {_tok_s(rows[64], 'both')} | {_tok_s(stream)} | "
-                         f"{max(r.get('peak_reserved_gb') or 0 for r in present):g} | "
-                         f"{max(r.get('oom_events') or 0 for r in present)} | {present[0].get('startup_s', '–')} |")
-    lines += ["", "hymt against llama.cpp on the same card, in the same run (Q4_K_M stands for 8-16 GB, BF16 for 24 GB):",
-              "", "| card | 1 client | 64 clients | single stream |", "|---|---|---|---|"]
+            lines.append(
+                f"| {card:g} GB | {engine} | {present[0].get('profile')} | {_tok_s(rows[1], 'p50')} | "
+                f"{_tok_s(rows[16])} | {_tok_s(rows[64], 'both')} | {_tok_s(stream)} | "
+                f"{max(r.get('peak_reserved_gb') or 0 for r in present):g} | "
+                f"{max(r.get('oom_events') or 0 for r in present)} | {present[0].get('startup_s', '–')} |"
+            )
+    lines += [
+        "",
+        "hymt against llama.cpp on the same card, in the same run (Q4_K_M stands for 8-16 GB, BF16 for 24 GB):",
+        "",
+        "| card | 1 client | 64 clients | single stream |",
+        "|---|---|---|---|",
+    ]
     for card in cards:
-        cells = [_ratio(_find(records, card, "hymt", s, c), _find(records, card, "llama.cpp", s, c))
-                 for s, c in (("clients", 1), ("clients", 64), ("single_stream", 1))]
+        cells = [
+            _ratio(_find(records, card, "hymt", s, c), _find(records, card, "llama.cpp", s, c))
+            for s, c in (("clients", 1), ("clients", 64), ("single_stream", 1))
+        ]
         lines.append(f"| {card:g} GB | " + " | ".join(cells) + " |")
     failed = [r for r in records if "error" in r]
     if failed:
-        lines += ["", "Not measured in this run: " + "; ".join(
-            f"{r.get('engine', '')} {r.get('card_gb', '')} {r.get('scenario', '')} {r.get('what', '')}: {r['error']}"
-            for r in failed)]
+        lines += [
+            "",
+            "Not measured in this run: "
+            + "; ".join(
+                f"{r.get('engine', '')} {r.get('card_gb', '')} "
+                f"{r.get('scenario', '')} {r.get('what', '')}: {r['error']}"
+                for r in failed
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 

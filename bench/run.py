@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import llama  # noqa: E402
 from load import SENTENCES, Hymt, Watcher, document_lines, metric, run_clients, stop, wait_healthy  # noqa: E402
 
-GIB = 1024 ** 3
+GIB = 1024**3
 CLIENTS = ((1, 5), (16, 2), (64, 2))  # (clients, requests each)
 ENGINE_NAMES = {"hymt": "hymt", "seed": "seed-style"}
 
@@ -53,11 +53,25 @@ def real_config():
     from transformers import HunYuanDenseV1Config
 
     return HunYuanDenseV1Config(
-        vocab_size=128167, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-        num_key_value_heads=8, head_dim=128, max_position_embeddings=32768, rms_norm_eps=1e-5, hidden_act="silu",
+        vocab_size=128167,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-5,
+        hidden_act="silu",
         rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0},
-        bos_token_id=127958, eos_token_id=127960, pad_token_id=127961, eod_token_id=127967,
-        tie_word_embeddings=False, attention_bias=False, dtype="bfloat16")
+        bos_token_id=127958,
+        eos_token_id=127960,
+        pad_token_id=127961,
+        eod_token_id=127967,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        dtype="bfloat16",
+    )
 
 
 def build(model_dir: Path) -> dict:
@@ -78,9 +92,10 @@ def build(model_dir: Path) -> dict:
 
 
 def environment() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
     import transformers
-    from importlib.metadata import PackageNotFoundError, version
 
     def installed(name):
         try:
@@ -88,10 +103,16 @@ def environment() -> dict:
         except PackageNotFoundError:
             return None
 
-    return {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "torch": torch.__version__, "cuda": torch.version.cuda,
-            "transformers": transformers.__version__, "bitsandbytes": installed("bitsandbytes"),
-            "torchao": installed("torchao"), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    return {
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "bitsandbytes": installed("bitsandbytes"),
+        "torchao": installed("torchao"),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
 
 
 # -- check: the engine in-process -----------------------------------------------------------------------------
@@ -105,18 +126,31 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
     from hymt.prompts import Sampling
     from hymt.settings import Settings
 
-    settings = Settings(model=str(model_dir), gpu_memory_gb=card, profile=profile, max_new_tokens=64,
-                        compile_cache_dir="/tmp/hymt-compile")
+    settings = Settings(
+        model=str(model_dir),
+        gpu_memory_gb=card,
+        profile=profile,
+        max_new_tokens=64,
+        compile_cache_dir="/tmp/hymt-compile",
+    )
     decision = decision_for(settings)
     apply_memory_cap(card)
     phases = []
     began = time.perf_counter()
     engine = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))
-    record = {"card_gb": card, "profile": engine.decision.profile, "attention": engine.attention,
-              "kv_cache_tokens": engine.decision.kv_cache_tokens, "max_in_flight": engine.scheduler.max_in_flight,
-              "phases": phases, "startup_s": round(engine.startup.total_s, 1), "load_s": round(engine.startup.load_s, 1),
-              "graphs_s": round(engine.startup.graphs_s, 1), "warmup": engine.startup.warmup,
-              "steps": engine.startup.steps}
+    record = {
+        "card_gb": card,
+        "profile": engine.decision.profile,
+        "attention": engine.attention,
+        "kv_cache_tokens": engine.decision.kv_cache_tokens,
+        "max_in_flight": engine.scheduler.max_in_flight,
+        "phases": phases,
+        "startup_s": round(engine.startup.total_s, 1),
+        "load_s": round(engine.startup.load_s, 1),
+        "graphs_s": round(engine.startup.graphs_s, 1),
+        "warmup": engine.startup.warmup,
+        "steps": engine.startup.steps,
+    }
     greedy = Sampling(greedy=True)
     model = engine.runner.loaded.model
     if identity:
@@ -128,12 +162,20 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
             seq = job.sequences[0]
             ids = torch.tensor([seq.prompt_ids], device=engine.runner.device)
             with torch.inference_mode():
-                out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=seq.max_new_tokens,
-                                     do_sample=False, repetition_penalty=1.05, eos_token_id=engine.runner.loaded.stop_ids,
-                                     pad_token_id=engine.runner.loaded.pad_id)
-            reference = out[0, ids.shape[1]:].tolist()
-            same = next((i for i, (a, b) in enumerate(zip(reference, seq.output_ids)) if a != b),
-                        min(len(reference), len(seq.output_ids)))
+                out = model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=seq.max_new_tokens,
+                    do_sample=False,
+                    repetition_penalty=1.05,
+                    eos_token_id=engine.runner.loaded.stop_ids,
+                    pad_token_id=engine.runner.loaded.pad_id,
+                )
+            reference = out[0, ids.shape[1] :].tolist()
+            same = next(
+                (i for i, (a, b) in enumerate(zip(reference, seq.output_ids)) if a != b),
+                min(len(reference), len(seq.output_ids)),
+            )
             matches.append({"tokens": len(seq.output_ids), "same_prefix": same, "prompt_ids": seq.prompt_ids})
         record["greedy_vs_generate"] = matches
         record["logits_vs_transformers"] = compare_logits(engine, [m["prompt_ids"] for m in matches])
@@ -149,9 +191,10 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
             job.wait(600)
         elapsed = time.perf_counter() - t0
         steps = engine.runner.stats.steps["decode"] - before[0]["decode"]
-        speeds[rows] = {"tok_s": round(sum(j.tokens_out for j in jobs) / elapsed, 1),
-                        "ms_per_decode_step": round((engine.runner.stats.step_s["decode"] - before[1]) * 1000
-                                                    / max(1, steps), 2)}
+        speeds[rows] = {
+            "tok_s": round(sum(j.tokens_out for j in jobs) / elapsed, 1),
+            "ms_per_decode_step": round((engine.runner.stats.step_s["decode"] - before[1]) * 1000 / max(1, steps), 2),
+        }
     record["speed_by_rows"] = speeds
     record["oom_events"] = engine.runner.stats.oom_events
     record["peak_reserved_gb"] = round(torch.cuda.max_memory_reserved() / GIB, 2) if torch.cuda.is_available() else 0
@@ -172,35 +215,64 @@ def compare_logits(engine, prompts: list[list[int]]) -> list[dict]:
     results = []
     for ids in prompts:
         n, device = len(ids), runner.device
-        batch = Batch(input_ids=torch.tensor(ids, device=device), positions=torch.arange(n, device=device),
-                      write_index=torch.arange(1, n + 1, device=device),
-                      query_starts=torch.tensor([0, n], dtype=torch.int32, device=device),
-                      kv_starts=torch.tensor([1, 0], dtype=torch.int32, device=device),
-                      kv_lengths=torch.tensor([n], dtype=torch.int32, device=device),
-                      logits_index=torch.tensor([n - 1], device=device), max_query=n, max_kv=n,
-                      spans=[(0, n, 1, n)])
+        batch = Batch(
+            input_ids=torch.tensor(ids, device=device),
+            positions=torch.arange(n, device=device),
+            write_index=torch.arange(1, n + 1, device=device),
+            query_starts=torch.tensor([0, n], dtype=torch.int32, device=device),
+            kv_starts=torch.tensor([1, 0], dtype=torch.int32, device=device),
+            kv_lengths=torch.tensor([n], dtype=torch.int32, device=device),
+            logits_index=torch.tensor([n - 1], device=device),
+            max_query=n,
+            max_kv=n,
+            spans=[(0, n, 1, n)],
+        )
         ours = runner.decoder.forward(batch)[0].float()
         with torch.inference_mode():
             theirs = runner.loaded.model(torch.tensor([ids], device=device)).logits[0, -1].float()
-        results.append({"relative_error": round(((ours - theirs).norm() / theirs.norm()).item(), 5),
-                        "cosine": round(torch.nn.functional.cosine_similarity(ours, theirs, dim=0).item(), 6),
-                        "same_top1": bool(ours.argmax() == theirs.argmax())})
+        results.append(
+            {
+                "relative_error": round(((ours - theirs).norm() / theirs.norm()).item(), 5),
+                "cosine": round(torch.nn.functional.cosine_similarity(ours, theirs, dim=0).item(), 6),
+                "same_top1": bool(ours.argmax() == theirs.argmax()),
+            }
+        )
     return results
 
 
 # -- serve: the engines as users reach them -------------------------------------------------------------------
 def _server(engine: str, model_dir: Path, card: float, port: int, new_tokens: int, env: dict) -> list[str]:
     if engine == "seed":
-        return [sys.executable, str(ROOT / "bench" / "seed_server.py"), "--model", str(model_dir), "--card",
-                str(card), "--port", str(port), "--max-new-tokens", str(new_tokens)]
+        return [
+            sys.executable,
+            str(ROOT / "bench" / "seed_server.py"),
+            "--model",
+            str(model_dir),
+            "--card",
+            str(card),
+            "--port",
+            str(port),
+            "--max-new-tokens",
+            str(new_tokens),
+        ]
     env["PYTHONPATH"] = _pythonpath()
     return hymt_serve(model_dir, port)
 
 
 def hymt_serve(model_dir: Path, port: int) -> list[str]:
     """The command that serves `model_dir` on localhost (the package found through PYTHONPATH: see _pythonpath)."""
-    return [sys.executable, "-m", "hymt", "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port",
-            str(port)]
+    return [
+        sys.executable,
+        "-m",
+        "hymt",
+        "serve",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
 
 
 def _pythonpath() -> str:
@@ -211,8 +283,14 @@ def _pythonpath() -> str:
 def _engine_env(card: float | None, new_tokens: int) -> dict:
     """The server's settings on a simulated card of `card` GiB; None: the CPU profile."""
     where = {"HYMT_PROFILE": "cpu"} if card is None else {"HYMT_GPU_MEMORY_GB": str(card)}
-    return {**os.environ, **where, "HYMT_MAX_NEW_TOKENS": str(new_tokens), "HYMT_COMPILE_CACHE_DIR": "/tmp/hymt-compile",
-            "HYMT_LOG_LEVEL": "warning", "TOKENIZERS_PARALLELISM": "false"}
+    return {
+        **os.environ,
+        **where,
+        "HYMT_MAX_NEW_TOKENS": str(new_tokens),
+        "HYMT_COMPILE_CACHE_DIR": "/tmp/hymt-compile",
+        "HYMT_LOG_LEVEL": "warning",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[dict]:
@@ -221,8 +299,9 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     url = f"http://127.0.0.1:{port}"
     base = {"run": args.run, "card_gb": card, "engine": ENGINE_NAMES[engine]}
     started = time.perf_counter()
-    process = subprocess.Popen(_server(engine, model_dir, card, port, args.new_tokens, env), env=env, stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        _server(engine, model_dir, card, port, args.new_tokens, env), env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     records = []
     try:
         with Watcher(url, process.pid) as watcher:  # start-up: the warm-up's peak counts too
@@ -238,8 +317,14 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
             with Watcher(url, process.pid) as watcher:
                 record = {**base, **scenario()}
             peak = max(peak, watcher.peak_gb)
-            records.append({**record, "peak_reserved_gb": round(peak, 2), "max_in_flight": watcher.max_in_flight,
-                            "oom_events": int(metric(url, "hymt_oom_recoveries"))})
+            records.append(
+                {
+                    **record,
+                    "peak_reserved_gb": round(peak, 2),
+                    "max_in_flight": watcher.max_in_flight,
+                    "oom_events": int(metric(url, "hymt_oom_recoveries")),
+                }
+            )
     except Exception as exc:  # noqa: BLE001 - a server that fails is a result too
         records.append({**base, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
     finally:
@@ -267,9 +352,17 @@ def _sequential_document(url: str, deadline_s: float, args) -> dict:
             done += 1
     elapsed = time.perf_counter() - started
     tokens = metric(url, "hymt_tokens_out") - tokens_before
-    return {"scenario": "document", "clients": 1, "requests": len(lines), "completed": done,
-            "seconds": round(elapsed, 2),
-            "tokens_out": int(tokens), "tok_s": round(tokens / elapsed, 1), "p50_s": None, "p95_s": None}
+    return {
+        "scenario": "document",
+        "clients": 1,
+        "requests": len(lines),
+        "completed": done,
+        "seconds": round(elapsed, 2),
+        "tokens_out": int(tokens),
+        "tok_s": round(tokens / elapsed, 1),
+        "p50_s": None,
+        "p95_s": None,
+    }
 
 
 def _document(model_dir: Path, card: float, args, log) -> dict:
@@ -278,8 +371,20 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
     path.write_text("\n".join(document_lines(args.document_segments)) + "\n", encoding="utf-8")
     env = _engine_env(card, args.new_tokens)
     env["PYTHONPATH"] = _pythonpath()
-    cmd = [sys.executable, "-m", "hymt", "translate", str(path), "--model", str(model_dir), "--from", "en",
-           "--to", "de", "--stats"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hymt",
+        "translate",
+        str(path),
+        "--model",
+        str(model_dir),
+        "--from",
+        "en",
+        "--to",
+        "de",
+        "--stats",
+    ]
     head = {"scenario": "document", "clients": 1}
     started = time.perf_counter()
     try:
@@ -291,12 +396,22 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
     if proc.returncode != 0 or not stats:
         return {**head, "error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
     result = json.loads(stats[-1])["stats"]
-    return {**head, "requests": args.document_segments, "completed": result["segments_done"],
-            "seconds": result["seconds"], "tokens_out": result["tokens_out"],
-            "tok_s": round(result["tokens_out"] / result["seconds"], 1), "p50_s": None, "p95_s": None,
-            "startup_s": result["startup_s"], "peak_reserved_gb": result["peak_reserved_gb"],
-            "oom_events": result["oom_events"], "max_in_flight": result.get("max_in_flight"),
-            "profile": result.get("profile"), "wall_s": round(time.perf_counter() - started, 1)}
+    return {
+        **head,
+        "requests": args.document_segments,
+        "completed": result["segments_done"],
+        "seconds": result["seconds"],
+        "tokens_out": result["tokens_out"],
+        "tok_s": round(result["tokens_out"] / result["seconds"], 1),
+        "p50_s": None,
+        "p95_s": None,
+        "startup_s": result["startup_s"],
+        "peak_reserved_gb": result["peak_reserved_gb"],
+        "oom_events": result["oom_events"],
+        "max_in_flight": result.get("max_in_flight"),
+        "profile": result.get("profile"),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
 
 
 def single_stream(model_dir: Path, card: float, args, log) -> dict:
@@ -305,9 +420,22 @@ def single_stream(model_dir: Path, card: float, args, log) -> dict:
     env = {**os.environ, "PYTHONPATH": _pythonpath(), "TOKENIZERS_PARALLELISM": "false"}
     head = {"run": args.run, "engine": "hymt", "scenario": "single_stream", "card_gb": card, "clients": 1}
     try:
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "profile_step.py"), "--model-dir",
-                               str(model_dir), "--card", str(card), "--out", str(out)], env=env, stdout=log,
-                              stderr=subprocess.STDOUT, timeout=240)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "profile_step.py"),
+                "--model-dir",
+                str(model_dir),
+                "--card",
+                str(card),
+                "--out",
+                str(out),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=240,
+        )
         result = json.loads(out.read_text())
     except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
         return {**head, "error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -315,9 +443,17 @@ def single_stream(model_dir: Path, card: float, args, log) -> dict:
         return {**head, "error": f"exit {proc.returncode}"}
     # tok_s: decoding alone, as llama-bench's tg128 counts; job_tok_s: a whole job, its prefill included.
     greedy, official = result["job"]["greedy"], result["job"]["official"]
-    return {**head, "profile": result["profile"], "tok_s": greedy["decode_tok_s"], "job_tok_s": greedy["tok_s"],
-            "tok_s_official_sampling": official["decode_tok_s"],
-            "graph_replay_ms": result.get("graph_replay_ms"), "p50_s": None, "p95_s": None, "oom_events": 0}
+    return {
+        **head,
+        "profile": result["profile"],
+        "tok_s": greedy["decode_tok_s"],
+        "job_tok_s": greedy["tok_s"],
+        "tok_s_official_sampling": official["decode_tok_s"],
+        "graph_replay_ms": result.get("graph_replay_ms"),
+        "p50_s": None,
+        "p95_s": None,
+        "oom_events": 0,
+    }
 
 
 def standard(args) -> dict:
@@ -343,7 +479,7 @@ def standard(args) -> dict:
     if not (args.model_dir / "config.json").is_file():
         add([{"run": args.run, "scenario": "build", **build(args.model_dir)}])
     cores = sorted(os.sched_getaffinity(0))
-    half = cores[len(cores) // 2:] if len(cores) >= 8 else []
+    half = cores[len(cores) // 2 :] if len(cores) >= 8 else []
     prepared: dict = {}
     log = open(args.out.with_suffix(".log"), "w")
 
@@ -356,7 +492,7 @@ def standard(args) -> dict:
     converting = threading.Thread(target=prepare)
     converting.start()
     if half:
-        os.sched_setaffinity(0, cores[:len(cores) // 2])  # hymt's servers inherit the other half
+        os.sched_setaffinity(0, cores[: len(cores) // 2])  # hymt's servers inherit the other half
     for card in (float(c) for c in args.cards.split(",")):
         if due(f"hymt {card:g} GB"):
             add(serve_engine("hymt", args.model_dir, card, args, log))
@@ -407,11 +543,18 @@ def main() -> int:
     parser.add_argument("--document-segments", type=int, default=2000)
     parser.add_argument("--deadline", type=float, default=120, help="seconds per clients scenario")
     parser.add_argument("--seed-deadline", type=float, default=40, help="the same for the seed-style server")
-    parser.add_argument("--llama-pack", type=Path, default=ROOT / ".llama",
-                        help="llama.cpp's binaries and converter (see bench/llama.py)")
+    parser.add_argument(
+        "--llama-pack",
+        type=Path,
+        default=ROOT / ".llama",
+        help="llama.cpp's binaries and converter (see bench/llama.py)",
+    )
     parser.add_argument("--llama-work", default="/tmp/llama", help="where they are unpacked and the GGUFs written")
-    parser.add_argument("--run", default=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
-                        help="the run id every record of one run shares")
+    parser.add_argument(
+        "--run",
+        default=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+        help="the run id every record of one run shares",
+    )
     parser.add_argument("--budget-s", type=float, default=540, help="standard: no phase starts after this")
     parser.add_argument("--startup-timeout", type=float, default=420)
     parser.add_argument("--document-timeout", type=float, default=420)
@@ -431,8 +574,10 @@ def main() -> int:
         return 0
     if args.command == "llama":
         records = llama_cpp(args, args.run)
-        args.out.write_text(json.dumps({"environment": environment(), "new_tokens": args.new_tokens,
-                                        "records": records}, indent=2) + "\n")
+        args.out.write_text(
+            json.dumps({"environment": environment(), "new_tokens": args.new_tokens, "records": records}, indent=2)
+            + "\n"
+        )
         for record in records:
             print(json.dumps(record), flush=True)
         return 0

@@ -29,11 +29,10 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import SENTENCES, percentile  # noqa: E402 - the benchmark's own sentences and percentiles
-from load import stop, wait_healthy  # noqa: E402
-from run import _pythonpath, hymt_serve  # noqa: E402
+from load import SENTENCES, percentile, stop, wait_healthy  # the benchmark's own sentences and percentiles
+from run import _pythonpath, hymt_serve
 
-MIB = 2 ** 20
+MIB = 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,17 +47,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-s", type=float, default=30.0, help="seconds per latency and error window")
     parser.add_argument("--port", type=int, default=18300)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="extra server settings, e.g. --env HYMT_GPU_MEMORY_GB=24")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra server settings, e.g. --env HYMT_GPU_MEMORY_GB=24",
+    )
     args = parser.parse_args(argv)
     if args.minutes <= args.warmup_minutes + 1 / 60 or args.clients < 1:
         parser.error("--minutes must exceed --warmup-minutes, and --clients be at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
 
     model = args.model or _test_model()
-    env = {**os.environ, "HYMT_LOG_LEVEL": "warning", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": _pythonpath(),
-           **dict(item.split("=", 1) for item in args.env)}
+    env = {
+        **os.environ,
+        "HYMT_LOG_LEVEL": "warning",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": _pythonpath(),
+        **dict(item.split("=", 1) for item in args.env),
+    }
     if args.test_model:
         env.setdefault("HYMT_PROFILE", "cpu")
         env.setdefault("HYMT_MAX_NEW_TOKENS", "32")
@@ -71,10 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         code = stop(process, timeout=60)
         log.close()
-    record["config"] = {"model": str(model), "profile": health.get("profile"), "gpu": health.get("gpu"),
-                        "minutes": args.minutes, "clients": args.clients, "warmup_minutes": args.warmup_minutes,
-                        "sample_s": args.sample_s, "window_s": args.window_s,
-                        "env": {k: v for k, v in env.items() if k.startswith("HYMT_")}, "exit_code": code}
+    record["config"] = {
+        "model": str(model),
+        "profile": health.get("profile"),
+        "gpu": health.get("gpu"),
+        "minutes": args.minutes,
+        "clients": args.clients,
+        "warmup_minutes": args.warmup_minutes,
+        "sample_s": args.sample_s,
+        "window_s": args.window_s,
+        "env": {k: v for k, v in env.items() if k.startswith("HYMT_")},
+        "exit_code": code,
+    }
     (args.out / "soak.json").write_text(json.dumps(record, indent=1) + "\n")
     plot(record, args.out / "soak.png")
     print(json.dumps(record["summary"], indent=1))
@@ -130,8 +146,13 @@ def _sample(process: psutil.Process, url: str, at: float) -> dict:
     with process.oneshot():
         rss, fds, threads = process.memory_info().rss, process.num_fds(), process.num_threads()
     gpu = process_gpu_memory_bytes(process.pid)
-    return {"t_s": round(at, 1), "rss_mib": round(rss / MIB, 1), "open_fds": fds, "threads": threads,
-            "gpu_mib": round(gpu / MIB, 1) if gpu is not None else None}
+    return {
+        "t_s": round(at, 1),
+        "rss_mib": round(rss / MIB, 1),
+        "open_fds": fds,
+        "threads": threads,
+        "gpu_mib": round(gpu / MIB, 1) if gpu is not None else None,
+    }
 
 
 def _windows(results: list[tuple[float, float, str]], window_s: float, total_s: float) -> list[dict]:
@@ -146,8 +167,15 @@ def _windows(results: list[tuple[float, float, str]], window_s: float, total_s: 
         for _, _, outcome in inside:
             if outcome != "200":
                 errors[outcome] = errors.get(outcome, 0) + 1
-        windows.append({"t_s": start, "requests": len(inside), "ok": len(ok), "errors": errors,
-                        **{f"p{q}_s": round(percentile(ok, q / 100), 3) if ok else None for q in (50, 95, 99)}})
+        windows.append(
+            {
+                "t_s": start,
+                "requests": len(inside),
+                "ok": len(ok),
+                "errors": errors,
+                **{f"p{q}_s": round(percentile(ok, q / 100), 3) if ok else None for q in (50, 95, 99)},
+            }
+        )
     return windows
 
 
@@ -160,16 +188,25 @@ def _summary(samples: list[dict], windows: list[dict], results: list, args) -> d
         a, b = [s[key] for s in first if s[key] is not None], [s[key] for s in last if s[key] is not None]
         if not a or not b:
             return None
-        return {"after_warmup": statistics.median(a), "last_minute": statistics.median(b),
-                "growth": round(statistics.median(b) - statistics.median(a), 1),
-                "max": max(s[key] for s in samples if s[key] is not None)}
+        return {
+            "after_warmup": statistics.median(a),
+            "last_minute": statistics.median(b),
+            "growth": round(statistics.median(b) - statistics.median(a), 1),
+            "max": max(s[key] for s in samples if s[key] is not None),
+        }
 
     ok = sorted(latency for _, latency, outcome in results if outcome == "200")
-    return {"requests": len(results), "ok": len(ok), "errors": len(results) - len(ok),
-            "requests_per_s": round(len(results) / (args.minutes * 60), 2),
-            **{f"p{q}_s": round(percentile(ok, q / 100), 3) if ok else None for q in (50, 95, 99)},
-            "rss_mib": growth("rss_mib"), "open_fds": growth("open_fds"), "threads": growth("threads"),
-            "gpu_mib": growth("gpu_mib")}
+    return {
+        "requests": len(results),
+        "ok": len(ok),
+        "errors": len(results) - len(ok),
+        "requests_per_s": round(len(results) / (args.minutes * 60), 2),
+        **{f"p{q}_s": round(percentile(ok, q / 100), 3) if ok else None for q in (50, 95, 99)},
+        "rss_mib": growth("rss_mib"),
+        "open_fds": growth("open_fds"),
+        "threads": growth("threads"),
+        "gpu_mib": growth("gpu_mib"),
+    }
 
 
 def plot(record: dict, path: Path) -> None:
@@ -197,9 +234,15 @@ def plot(record: dict, path: Path) -> None:
     axes[2].legend(loc="upper right")
     width = 0.8 * config["window_s"] / 60
     axes[3].bar(wm, [w["ok"] for w in windows], width=width, align="edge", label="200")
-    axes[3].bar(wm, [sum(w["errors"].values()) for w in windows], width=width, align="edge",
-                bottom=[w["ok"] for w in windows],
-                color="tab:red", label="errors")
+    axes[3].bar(
+        wm,
+        [sum(w["errors"].values()) for w in windows],
+        width=width,
+        align="edge",
+        bottom=[w["ok"] for w in windows],
+        color="tab:red",
+        label="errors",
+    )
     axes[3].set_ylabel("requests / window")
     axes[3].set_xlabel("minutes")
     axes[3].legend(loc="lower right")

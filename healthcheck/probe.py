@@ -14,8 +14,11 @@ from hymt.settings import Settings
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hymt-probe", description=__doc__)
     parser.add_argument("--port", type=int, help="the server's port (default HYMT_PORT)")
-    parser.add_argument("--log-tail", action="store_true",
-                        help="when failed, also print the server log's last lines as they were when it failed")
+    parser.add_argument(
+        "--log-tail",
+        action="store_true",
+        help="when failed, also print the server log's last lines as they were when it failed",
+    )
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env().replace(port=args.port)
@@ -25,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     status, body = server_health(settings)
     state = body.get("status", "unreachable")
     if status == 200:
-        print(f"{state}: profile {body.get('profile')}, queue {body.get('queue_depth')}, "
-              f"GPU {body.get('gpu_memory_used_gb')} GB")
+        print(
+            f"{state}: profile {body.get('profile')}, queue {body.get('queue_depth')}, "
+            f"GPU {body.get('gpu_memory_used_gb')} GB"
+        )
         return 0
     watcher = monitor_health(settings)
     if watcher.get("status") == "failed":

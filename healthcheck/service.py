@@ -10,12 +10,12 @@ import json
 import logging
 import threading
 import time
-from collections import deque
-from pathlib import Path
 import urllib.error
 import urllib.request
 import xmlrpc.client
+from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from hymt.planner.gpu import GIB, process_gpu_memory_bytes, read_gpu
 from hymt.settings import Settings
@@ -123,10 +123,16 @@ class Monitor:
         else:
             return
         tail = server_log_tail(self.settings)
-        self.failure = {"error": f"{PROGRAM} could not start and {why}: {failure_reason(info, tail)}",
-                        "server_log_tail": tail}
-        log.error("%s\nlast lines of %s:\n%s", self.failure["error"], server_log(self.settings),
-                  "\n".join(f"  {line}" for line in tail))
+        self.failure = {
+            "error": f"{PROGRAM} could not start and {why}: {failure_reason(info, tail)}",
+            "server_log_tail": tail,
+        }
+        log.error(
+            "%s\nlast lines of %s:\n%s",
+            self.failure["error"],
+            server_log(self.settings),
+            "\n".join(f"  {line}" for line in tail),
+        )
 
     def _process_info(self) -> dict:
         try:
@@ -203,7 +209,7 @@ def serve(settings: Settings) -> None:
     monitor = Monitor(settings)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the http.server API
+        def do_GET(self):  # the http.server API
             if self.path not in ("/", "/health"):
                 self._send(404, {"error": "not found", "error_type": "not_found"})
                 return
@@ -224,8 +230,12 @@ def serve(settings: Settings) -> None:
     # Loopback only: it is for the probe and operators inside the container, not for the network.
     http = ThreadingHTTPServer(("127.0.0.1", settings.health_port), Handler)
     threading.Thread(target=http.serve_forever, name="health-http", daemon=True).start()
-    log.info("health service on :%d watching :%d every %.1f s", settings.health_port, settings.port,
-             settings.health_interval_s)
+    log.info(
+        "health service on :%d watching :%d every %.1f s",
+        settings.health_port,
+        settings.port,
+        settings.health_interval_s,
+    )
     while True:
         monitor.check()
         time.sleep(settings.health_interval_s)

@@ -75,3 +75,18 @@ def in_process(engine, monkeypatch):
         while client.get("/health").status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
         yield client
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's package), one per test module; skipped where it is not installed."""
+    from browsers import CHROMIUM, FLAGS
+
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium package is not installed (tests/run.sh installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield b
+        b.close()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: sets up everything it needs on a fresh machine (venv, pinned packages, Chromium), then runs pytest.
+# The test command: sets up everything it needs on a fresh machine (venv, pinned packages, Chromium), then ruff, mypy and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +40,11 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&
   fi
 fi
 
+# Lint, format and types first: a finding fails the run before the tests start.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 
 # `hymt quantize` needs gptqmodel, which imports torchvision; PyPI's torchvision does not import beside the CPU
@@ -50,5 +55,5 @@ if [ -z "${HYMT_SKIP_QUANTIZE_TESTS:-}" ] && [ $# -eq 0 ]; then
   fi
   .venv-quantize/bin/pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
   .venv-quantize/bin/pip install -q --disable-pip-version-check -e ".[quantize]" pytest==9.2.0 pytest-timeout==2.4.0
-  .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/test_quantize.py
+  .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/engine/test_quantize.py
 fi

@@ -24,35 +24,47 @@ NS = {
     "manifest": "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0",
 }
 _XMLNS = " ".join(f'xmlns:{k}="{v}"' for k, v in NS.items())
-ODF_TYPES = {".odt": ("text", "application/vnd.oasis.opendocument.text"),
-             ".odp": ("presentation", "application/vnd.oasis.opendocument.presentation"),
-             ".ods": ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet")}
-_STYLES = ('<office:automatic-styles><style:style style:name="B" style:family="text"><style:text-properties '
-           'fo:font-weight="bold"/></style:style><style:style style:name="I" style:family="text">'
-           '<style:text-properties fo:font-style="italic"/></style:style></office:automatic-styles>')
+ODF_TYPES = {
+    ".odt": ("text", "application/vnd.oasis.opendocument.text"),
+    ".odp": ("presentation", "application/vnd.oasis.opendocument.presentation"),
+    ".ods": ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet"),
+}
+_STYLES = (
+    '<office:automatic-styles><style:style style:name="B" style:family="text"><style:text-properties '
+    'fo:font-weight="bold"/></style:style><style:style style:name="I" style:family="text">'
+    '<style:text-properties fo:font-style="italic"/></style:style></office:automatic-styles>'
+)
 
 
 def odf(ext: str, body: str, master: str = "", picture: bool = False) -> bytes:
     """An OpenDocument package: `body` inside office:text/presentation/spreadsheet, `master` inside a master page
     of styles.xml (headers, footers), and a picture member when asked."""
     kind, mimetype = ODF_TYPES[ext]
-    content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_XMLNS} office:version="1.3">'
-               f"{_STYLES}<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>")
-    styles = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {_XMLNS} office:version="1.3">'
-              f'<office:master-styles><style:master-page style:name="Standard">{master}</style:master-page>'
-              "</office:master-styles></office:document-styles>")
-    meta = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {_XMLNS} office:version="1.3">'
-            "<office:meta><dc:language>en-US</dc:language><dc:title>Sample</dc:title></office:meta>"
-            "</office:document-meta>")
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_XMLNS} office:version="1.3">'
+        f"{_STYLES}<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>"
+    )
+    styles = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {_XMLNS} office:version="1.3">'
+        f'<office:master-styles><style:master-page style:name="Standard">{master}</style:master-page>'
+        "</office:master-styles></office:document-styles>"
+    )
+    meta = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {_XMLNS} office:version="1.3">'
+        "<office:meta><dc:language>en-US</dc:language><dc:title>Sample</dc:title></office:meta>"
+        "</office:document-meta>"
+    )
     files = {"content.xml": content, "styles.xml": styles, "meta.xml": meta}
     if picture:
         files["Pictures/a.png"] = b"\x89PNG\r\n\x1a\nnot really a picture"
-    entries = "".join(f'<manifest:file-entry manifest:full-path="{name}" manifest:media-type="text/xml"/>'
-                      for name in files)
+    entries = "".join(
+        f'<manifest:file-entry manifest:full-path="{name}" manifest:media-type="text/xml"/>' for name in files
+    )
     files["META-INF/manifest.xml"] = (
         f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest="{NS["manifest"]}" '
         f'manifest:version="1.3"><manifest:file-entry manifest:full-path="/" manifest:media-type="{mimetype}"/>'
-        f"{entries}</manifest:manifest>")
+        f"{entries}</manifest:manifest>"
+    )
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
         package.writestr(zipfile.ZipInfo("mimetype"), mimetype, zipfile.ZIP_STORED)
@@ -66,10 +78,16 @@ def odf_paragraphs(ext: str, texts: list[str]) -> bytes:
     if ext == ".odt":
         return odf(ext, paragraphs)
     if ext == ".odp":
-        return odf(ext, f'<draw:page draw:name="p1"><draw:frame><draw:text-box>{paragraphs}</draw:text-box>'
-                        "</draw:frame></draw:page>")
-    rows = "".join(f'<table:table-row><table:table-cell office:value-type="string"><text:p>{escape(t)}</text:p>'
-                   "</table:table-cell></table:table-row>" for t in texts)
+        return odf(
+            ext,
+            f'<draw:page draw:name="p1"><draw:frame><draw:text-box>{paragraphs}</draw:text-box>'
+            "</draw:frame></draw:page>",
+        )
+    rows = "".join(
+        f'<table:table-row><table:table-cell office:value-type="string"><text:p>{escape(t)}</text:p>'
+        "</table:table-cell></table:table-row>"
+        for t in texts
+    )
     return odf(ext, f'<table:table table:name="Sheet1">{rows}</table:table>')
 
 
@@ -84,19 +102,29 @@ def document(ext: str, texts: list[str]) -> bytes:
     if ext == ".html":
         return ("<html><body>" + "".join(f"<p>{escape(t)}</p>" for t in texts) + "</body></html>").encode()
     if ext == ".srt":
-        return "".join(f"{i}\n00:00:{i % 60:02},000 --> 00:00:{i % 60:02},500\n{t}\n\n"
-                       for i, t in enumerate(texts, 1)).encode()
+        return "".join(
+            f"{i}\n00:00:{i % 60:02},000 --> 00:00:{i % 60:02},500\n{t}\n\n" for i, t in enumerate(texts, 1)
+        ).encode()
     if ext == ".vtt":
-        return ("WEBVTT\n\n" + "".join(f"00:{i // 60 % 60:02}:{i % 60:02}.000 --> 00:{i // 60 % 60:02}:{i % 60:02}.500\n"
-                                       f"{t}\n\n" for i, t in enumerate(texts))).encode()
+        return (
+            "WEBVTT\n\n"
+            + "".join(
+                f"00:{i // 60 % 60:02}:{i % 60:02}.000 --> 00:{i // 60 % 60:02}:{i % 60:02}.500\n{t}\n\n"
+                for i, t in enumerate(texts)
+            )
+        ).encode()
     if ext == ".po":
-        return ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
-                + "".join(f'msgid "{t}"\nmsgstr ""\n\n' for t in texts)).encode()
+        return (
+            'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+            + "".join(f'msgid "{t}"\nmsgstr ""\n\n' for t in texts)
+        ).encode()
     if ext == ".xliff":
         units = "".join(f'<trans-unit id="{i}"><source>{escape(t)}</source></trans-unit>' for i, t in enumerate(texts))
-        return ('<?xml version="1.0"?><xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
-                f'<file source-language="en" datatype="plaintext" original="a"><body>{units}</body></file>'
-                "</xliff>").encode()
+        return (
+            '<?xml version="1.0"?><xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+            f'<file source-language="en" datatype="plaintext" original="a"><body>{units}</body></file>'
+            "</xliff>"
+        ).encode()
     buf = io.BytesIO()
     if ext == ".docx":
         import docx
@@ -145,8 +173,15 @@ def document(ext: str, texts: list[str]) -> bytes:
 
 ARCHIVES = (".docx", ".pptx", ".xlsx", ".epub", ".odt", ".odp", ".ods")
 # The member each archive format's library reads its words from.
-MAIN_MEMBER = {".docx": "word/document.xml", ".pptx": "ppt/slides/slide1.xml", ".xlsx": "xl/worksheets/sheet1.xml",
-               ".epub": "EPUB/one.xhtml", ".odt": "content.xml", ".odp": "content.xml", ".ods": "content.xml"}
+MAIN_MEMBER = {
+    ".docx": "word/document.xml",
+    ".pptx": "ppt/slides/slide1.xml",
+    ".xlsx": "xl/worksheets/sheet1.xml",
+    ".epub": "EPUB/one.xhtml",
+    ".odt": "content.xml",
+    ".odp": "content.xml",
+    ".ods": "content.xml",
+}
 
 
 def rezip(data: bytes, replace: dict[str, bytes] | None = None, add: dict[str, bytes] | None = None) -> bytes:
@@ -172,8 +207,11 @@ def low_entropy(size: int) -> bytes:
     return os.urandom(size).translate(bytes([ord("b") if i < 2 else ord("a") for i in range(256)]))
 
 
-BILLION_LAUGHS = ('<!DOCTYPE lolz [<!ENTITY lol "lol">' + "".join(
-    f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10)) + "]>")
+BILLION_LAUGHS = (
+    '<!DOCTYPE lolz [<!ENTITY lol "lol">'
+    + "".join(f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10))
+    + "]>"
+)
 EXTERNAL_ENTITY = '<!DOCTYPE r [<!ENTITY secret SYSTEM "file:///etc/passwd">]>'
 
 
@@ -245,3 +283,151 @@ def pdf_pages(count: int) -> bytes:
         drawing.showPage()
     drawing.save()
     return buf.getvalue()
+
+
+# Documents whose structure a translation must keep, shared by the format tests (tests/unit) and the API's
+# (tests/server).
+
+HTML = b"""<!DOCTYPE html>
+<html lang="en"><head><title>My page</title><script>var a = "keep me";</script></head>
+<body><h1 class="t">Welcome</h1>
+<p id="p1">Press <b>Save</b> to keep <a href="/x" title="Go there">your changes</a>.<br>Next line <code>x = 1</code>.</p>
+<div>Outer text<p>Inner <em>para</em></p>tail text</div>
+<img src="a.png" alt="A cat"><pre>keep   this</pre><p translate="no">Brand</p></body></html>"""  # noqa: E501 - a document
+
+PO = """msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\\n"
+
+#, python-format
+msgid "Hello %(name)s, you have {count} messages"
+msgstr ""
+
+msgid "One file"
+msgid_plural "%d files"
+msgstr[0] ""
+msgstr[1] ""
+
+msgid "Done"
+msgstr "Fertig"
+"""
+
+XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+ <file source-language="en" datatype="plaintext" original="a.txt"><body>
+  <trans-unit id="1"><source>Press <g id="b">Save</g> now<x id="br"/></source></trans-unit>
+  <trans-unit id="2" translate="no"><source>Brand</source></trans-unit>
+ </body></file></xliff>"""
+XLIFF20 = b"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="2.0" xmlns="urn:oasis:names:tc:xliff:document:2.0" srcLang="en">
+ <file id="f1"><unit id="u1"><segment><source>Open <pc id="1">the file</pc><ph id="2"/></source></segment></unit>
+ </file></xliff>"""
+
+ODT_BODY = (
+    '<text:h text:outline-level="1">Quarterly report</text:h>'
+    '<text:p>Press <text:span text:style-name="B">Save</text:span> to keep <text:a xlink:href="http://a.b/">'
+    'your changes</text:a>.<text:line-break/>Next<text:s text:c="2"/>line<text:note text:id="n1" '
+    'text:note-class="footnote"><text:note-citation>1</text:note-citation><text:note-body><text:p>A note.'
+    "</text:p></text:note-body></text:note></text:p>"
+    '<text:list><text:list-item><text:p>First <text:span text:style-name="I">item</text:span></text:p>'
+    "</text:list-item></text:list>"
+    '<table:table table:name="T"><table:table-row><table:table-cell office:value-type="string"><text:p>'
+    'cell text</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="42">'
+    "<text:p>42 apples</text:p></table:table-cell></table:table-row></table:table>"
+    '<text:p><draw:frame draw:name="img"><draw:image xlink:href="Pictures/a.png"/><svg:title>A cat'
+    "</svg:title></draw:frame>Caption text</text:p>"
+)
+ODP_BODY = (
+    '<draw:page draw:name="one"><draw:frame presentation:class="title"><draw:text-box><text:p>Quarterly '
+    "results</text:p></draw:text-box></draw:frame><draw:frame><draw:text-box><text:p>Sales grew <text:span "
+    'text:style-name="B">strongly</text:span></text:p></draw:text-box></draw:frame><presentation:notes>'
+    "<draw:frame><draw:text-box><text:p>Say hello</text:p></draw:text-box></draw:frame></presentation:notes>"
+    "</draw:page>"
+)
+ODS_BODY = (
+    '<table:table table:name="Data"><table:table-row><table:table-cell office:value-type="string"><text:p>Name'
+    '</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="42"><text:p>42'
+    '</text:p></table:table-cell><table:table-cell table:formula="of:=[.B1]*2" office:value-type="float" '
+    'office:value="84"><text:p>84</text:p></table:table-cell><table:table-cell office:value-type="date" '
+    'office:date-value="2024-12-05"><text:p>Dec 5, 2024</text:p></table:table-cell></table:table-row>'
+    '<table:table-row><table:table-cell office:value-type="string"><text:p>Total <text:span '
+    'text:style-name="B">sum</text:span></text:p><office:annotation><text:p>Checked by Anna</text:p>'
+    "</office:annotation></table:table-cell></table:table-row></table:table>"
+)
+ODF_SAMPLES = {".odt": ODT_BODY, ".odp": ODP_BODY, ".ods": ODS_BODY}
+
+
+def odf_shape(el):
+    """The element tree with attributes, without text: what translation must not change."""
+    return [(c.tag, dict(c.attrib), odf_shape(c)) for c in el if isinstance(c.tag, str)]
+
+
+def docx_structured() -> bytes:
+    """A heading with a bold run, a 2x2 table, a paragraph with a link, and a header."""
+    import docx
+    from docx.oxml.ns import qn
+
+    d = docx.Document()
+    d.sections[0].header.paragraphs[0].text = "Header words"
+    p = d.add_paragraph("Press ", style="Heading 1")
+    p.add_run("Save").bold = True
+    p.add_run(" to keep your changes.")
+    table = d.add_table(rows=2, cols=2)
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            cell.text = f"cell {r} {c}"
+    link = d.add_paragraph("See ")
+    part_rel = d.part.relate_to("http://example.com", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+    h = link._p.makeelement(qn("w:hyperlink"), {qn("r:id"): part_rel})
+    run_el = link.add_run("the site")._r
+    h.append(run_el)
+    link._p.append(h)
+    link.add_run(" now.")
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def docx_shape(d):
+    """A .docx's paragraphs (style, bold and italic runs, links) and its tables' rows: what translation keeps."""
+    from docx.oxml.ns import qn
+
+    body = [
+        (p.style.name, [(r.bold, r.italic) for r in p.runs], len(p._p.findall(qn("w:hyperlink")))) for p in d.paragraphs
+    ]
+    tables = [[len(row.cells) for row in t.rows] for t in d.tables]
+    return body, tables
+
+
+def docx_three_runs() -> bytes:
+    """One paragraph: a bold run, an italic run and a link among plain ones."""
+    import docx
+    from docx.oxml.ns import qn
+
+    d = docx.Document()
+    p = d.add_paragraph("Press ")
+    p.add_run("Save").bold = True
+    p.add_run(" or ")
+    p.add_run("cancel").italic = True
+    p.add_run(" and see ")
+    rel = d.part.relate_to("http://example.com", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+    link = p._p.makeelement(qn("w:hyperlink"), {qn("r:id"): rel})
+    link.append(p.add_run("the site")._r)
+    p._p.append(link)
+    p.add_run(".")
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def docx_formatting(data: bytes) -> tuple[list, list[str]]:
+    """The first paragraph's runs (text, bold, italic) and its links' words."""
+    import docx
+    from docx.oxml.ns import qn
+
+    p = docx.Document(io.BytesIO(data)).paragraphs[0]
+    return (
+        [(r.text, r.bold, r.italic) for r in p.runs],
+        [link.xpath("string()") for link in p._p.findall(qn("w:hyperlink"))],
+    )

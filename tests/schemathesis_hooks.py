@@ -1,5 +1,5 @@
 """schemathesis hooks (SCHEMATHESIS_HOOKS): a strategy for each media type the file endpoints accept, making
-documents of that format from generated words, since random bytes are no document (test_hostile.py)."""
+documents of that format from generated words, since random bytes are no document (fuzzing.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import samples  # noqa: E402
-from hymt.documents import media_types  # noqa: E402
+import samples
+from hymt.documents import media_types
 
 # Words of any script, and punctuation that no format here needs escaped.
 _WORD = st.text(st.characters(categories=("L", "Nd")), min_size=1, max_size=12)

@@ -47,12 +47,32 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        environ = {**os.environ, "HYMT_GREEDY": "1", "HYMT_MAX_NEW_TOKENS": "12", "HYMT_PROFILE": "cpu",
-                   "HYMT_LOG_LEVEL": "info", **env}
+        environ = {
+            **os.environ,
+            "HYMT_GREEDY": "1",
+            "HYMT_MAX_NEW_TOKENS": "12",
+            "HYMT_PROFILE": "cpu",
+            "HYMT_LOG_LEVEL": "info",
+            **env,
+        }
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "hymt", "serve", "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(self.port)], env=environ, stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "hymt",
+                "serve",
+                "--model",
+                str(model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            env=environ,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_healthy(self, timeout: float = 120) -> dict:
         def health():

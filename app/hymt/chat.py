@@ -69,8 +69,9 @@ class ChatFormat:
 
     def render(self, tokenizer, message: str) -> str:
         """The full prompt text for one user message, through the checkpoint's chat template."""
-        return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
-                                             add_generation_prompt=self.generation_prompt)
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=self.generation_prompt
+        )
 
     def renders_officially(self, tokenizer) -> bool:
         """Whether the tokenizer's template renders a user turn as the official layout does."""
@@ -82,7 +83,21 @@ class ChatFormat:
         return text.startswith(self.bos) and text.endswith(probe + self.answer_after)
 
 
-SEVEN_B_CHAT = ChatFormat("7b", bos="<|startoftext|>", stop="<|eos|>", pad="<|pad|>", answer_after="<|extra_0|>",
-                          template=SEVEN_B_TEMPLATE, generation_prompt=False)
-SMALL_CHAT = ChatFormat("1.8b", bos=SMALL_BOS, stop=SMALL_STOP, pad=None, answer_after=SMALL_ASSISTANT,
-                        template=SMALL_TEMPLATE, generation_prompt=True)
+SEVEN_B_CHAT = ChatFormat(
+    "7b",
+    bos="<|startoftext|>",
+    stop="<|eos|>",
+    pad="<|pad|>",
+    answer_after="<|extra_0|>",
+    template=SEVEN_B_TEMPLATE,
+    generation_prompt=False,
+)
+SMALL_CHAT = ChatFormat(
+    "1.8b",
+    bos=SMALL_BOS,
+    stop=SMALL_STOP,
+    pad=None,
+    answer_after=SMALL_ASSISTANT,
+    template=SMALL_TEMPLATE,
+    generation_prompt=True,
+)

@@ -19,7 +19,6 @@ SUPPORTED_MODEL_TYPES = ("hunyuan_v1_dense",)
 MOE_MODEL_TYPE = "hy_v3"  # Hy-MT2-30B-A3B's architecture, a Mixture of Experts
 
 
-
 def resolve_checkpoint(model: str) -> Path:
     """A local directory as is (checked: see check_checkpoint); anything else is a hub id, fetched (with a progress
     bar) into the hub cache."""
@@ -38,11 +37,16 @@ def resolve_checkpoint(model: str) -> Path:
         from huggingface_hub import snapshot_download
 
         log.info("downloading %s from the Hugging Face hub", model)
-        return Path(snapshot_download(model, allow_patterns=["*.json", "*.safetensors", "*.model", "*.jinja",
-                                                             "*.txt", "*.py", "*.tiktoken"]))
+        return Path(
+            snapshot_download(
+                model, allow_patterns=["*.json", "*.safetensors", "*.model", "*.jinja", "*.txt", "*.py", "*.tiktoken"]
+            )
+        )
     except Exception as exc:  # noqa: BLE001 - every hub failure (no network, no such repo, auth) ends the same way
-        raise ModelLoadError(f"cannot fetch {model!r} from the Hugging Face hub ({type(exc).__name__}); "
-                             "give a local checkpoint directory instead (HYMT_MODEL or --model)") from None
+        raise ModelLoadError(
+            f"cannot fetch {model!r} from the Hugging Face hub ({type(exc).__name__}); "
+            "give a local checkpoint directory instead (HYMT_MODEL or --model)"
+        ) from None
 
 
 def check_checkpoint(path: Path) -> None:
@@ -55,11 +59,15 @@ def check_checkpoint(path: Path) -> None:
         try:
             shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ModelLoadError(f"{index} is not a safetensors index ({type(exc).__name__}): not a checkpoint") from None
+            raise ModelLoadError(
+                f"{index} is not a safetensors index ({type(exc).__name__}): not a checkpoint"
+            ) from None
         missing = [name for name in shards if not (path / name).is_file()]
         if missing:
-            raise ModelLoadError(f"missing file: {path / missing[0]} (listed in {index.name}; "
-                                 f"{len(missing)} of {len(shards)} weight files missing)")
+            raise ModelLoadError(
+                f"missing file: {path / missing[0]} (listed in {index.name}; "
+                f"{len(missing)} of {len(shards)} weight files missing)"
+            )
         weights = [path / name for name in shards]
     else:
         weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("pytorch_model*.bin"))
@@ -91,8 +99,9 @@ def _check_safetensors(file: Path) -> None:
         with safe_open(file, framework="pt"):
             pass
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for every kind of bad header
-        raise ModelLoadError(f"{file} is not a safetensors file ({type(exc).__name__}: {exc}): "
-                             "a truncated or damaged checkpoint") from None
+        raise ModelLoadError(
+            f"{file} is not a safetensors file ({type(exc).__name__}: {exc}): a truncated or damaged checkpoint"
+        ) from None
 
 
 def _mode(path: Path) -> str:
@@ -113,11 +122,15 @@ def load_config(checkpoint: Path):
     except Exception as exc:  # noqa: BLE001 - an unreadable config is one user-facing error
         raise ModelLoadError(f"cannot read {checkpoint}/config.json: {exc}") from None
     if config.model_type == MOE_MODEL_TYPE:
-        raise ModelLoadError(f"{checkpoint} holds Hy-MT2-30B-A3B ({MOE_MODEL_TYPE}, a Mixture of Experts), which hymt "
-                             "does not serve: use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B")
+        raise ModelLoadError(
+            f"{checkpoint} holds Hy-MT2-30B-A3B ({MOE_MODEL_TYPE}, a Mixture of Experts), which hymt "
+            "does not serve: use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B"
+        )
     if config.model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelLoadError(f"{checkpoint} holds a {config.model_type!r} model; hymt serves the Hunyuan-MT family "
-                             f"({', '.join(SUPPORTED_MODEL_TYPES)})")
+        raise ModelLoadError(
+            f"{checkpoint} holds a {config.model_type!r} model; hymt serves the Hunyuan-MT family "
+            f"({', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
     quant = getattr(config, "quantization_config", None)
     # The official FP8 checkpoints name the layers they leave unquantized `ignored_layers`; transformers reads `ignore`.
     if isinstance(quant, dict) and "ignored_layers" in quant and "ignore" not in quant:

@@ -47,16 +47,16 @@ def cut_repetition(text: str) -> tuple[str, bool]:
     ordinary doubled words and numbers ("1000000") survive."""
     n = len(text)
     for period in range(1, n // _MIN_REPEATS + 1):
-        unit = text[n - period:]
+        unit = text[n - period :]
         repeats = 1
         pos = n - period
-        while pos - period >= 0 and text[pos - period:pos] == unit:
+        while pos - period >= 0 and text[pos - period : pos] == unit:
             repeats += 1
             pos -= period
         if repeats >= _MIN_REPEATS and period * (repeats - 1) >= _MIN_LOOP_CHARS:
             if unit.isdigit():
                 continue
-            return text[:pos + period].rstrip(), True
+            return text[: pos + period].rstrip(), True
     return text, False
 
 

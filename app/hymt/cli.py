@@ -28,21 +28,31 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     t = sub.add_parser("translate", help="translate a document (by its extension), or text to standard output")
-    t.add_argument("input", nargs="?", default="-",
-                   help=f"a file of a format the server takes ({' '.join(FORMATS)}; a .txt goes to standard output "
-                        "unless -o), or - for text on standard input")
+    t.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        help=f"a file of a format the server takes ({' '.join(FORMATS)}; a .txt goes to standard output "
+        "unless -o), or - for text on standard input",
+    )
     t.add_argument("-o", "--output", help="where to write the translated document (default: NAME.LANG.EXT beside it)")
     t.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
-    t.add_argument("--server", help="translate through a running hymt server at this URL (e.g. "
-                                    "http://localhost:8080) instead of loading a model here")
+    t.add_argument(
+        "--server",
+        help="translate through a running hymt server at this URL (e.g. "
+        "http://localhost:8080) instead of loading a model here",
+    )
     t.add_argument("--api-key", help="the key a --server that requires keys wants")
     t.add_argument("--to", required=True, dest="target", help="target language code, e.g. en, zh, zh-Hant, bo")
     t.add_argument("--from", dest="source", default="auto", help="source language code, or auto (default)")
     t.add_argument("--greedy", action="store_true", default=None, help="greedy decoding instead of sampling")
     t.add_argument("--max-segment-tokens", type=int, help="longest segment sent to the model, in tokens")
     t.add_argument("--profile", choices=PROFILE_CHOICES, help="memory profile (default: chosen for the GPU)")
-    t.add_argument("--stats", action="store_true",
-                   help="print one JSON line of figures (segments, tokens, seconds, memory) on stderr at the end")
+    t.add_argument(
+        "--stats",
+        action="store_true",
+        help="print one JSON line of figures (segments, tokens, seconds, memory) on stderr at the end",
+    )
 
     s = sub.add_parser("serve", help="run the HTTP API and web page")
     s.add_argument("--model", help="checkpoint directory or hub id (default: HYMT_MODEL)")
@@ -52,18 +62,25 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profile", help="print the memory profile chosen for this GPU, as JSON")
     p.add_argument("--model", help="checkpoint directory whose config sizes the plan")
-    p.add_argument("--family", choices=FAMILY_CHOICES,
-                   help="which model of the family (default: HYMT_MODEL_FAMILY); without a checkpoint on disk, "
-                        "its published shape is planned")
+    p.add_argument(
+        "--family",
+        choices=FAMILY_CHOICES,
+        help="which model of the family (default: HYMT_MODEL_FAMILY); without a checkpoint on disk, "
+        "its published shape is planned",
+    )
     p.add_argument("--gpu-memory-gb", type=float, help="plan for a card of this many GiB")
     p.add_argument("--profile", choices=PROFILE_CHOICES)
     p.add_argument("--output", help="also write the decision to this file")
 
     m = sub.add_parser("make-test-model", help="write a tiny random-weight Hunyuan-MT checkpoint")
     m.add_argument("directory")
-    m.add_argument("--family", choices=FAMILIES, default=HUNYUAN_MT_7B.key,
-                   help="which model of the family to imitate: its vocabulary, chat template and name (its prompts "
-                        "follow the name)")
+    m.add_argument(
+        "--family",
+        choices=FAMILIES,
+        default=HUNYUAN_MT_7B.key,
+        help="which model of the family to imitate: its vocabulary, chat template and name (its prompts "
+        "follow the name)",
+    )
 
     q = sub.add_parser("quantize", help="make an INT4 GPTQ checkpoint from a bf16 one (needs hymt[quantize])")
     q.add_argument("--model", required=True, help="the bf16 checkpoint directory or hub id")
@@ -121,8 +138,9 @@ def _translate(args, settings: Settings) -> int:
     ext = _input_format(args)
     if args.server:
         return _translate_remote(args, source, target, ext)
-    settings = settings.replace(model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens,
-                                profile=args.profile)
+    settings = settings.replace(
+        model=args.model, greedy=args.greedy, max_segment_tokens=args.max_segment_tokens, profile=args.profile
+    )
     if ext is not None and (args.output or ext != ".txt"):
         return _translate_document(args, settings, source, target)
     return _translate_text(args, settings, source, target)
@@ -141,8 +159,10 @@ def _input_format(args) -> str | None:
     if args.output:
         out_ext = os.path.splitext(args.output)[1].lower()
         if out_ext not in documents.FORMATS or documents.media_type(out_ext) != documents.media_type(ext):
-            raise BadRequest(f"-o {args.output}: the translation is written in the input's format, so the output "
-                             f"must end in {ext} too")
+            raise BadRequest(
+                f"-o {args.output}: the translation is written in the input's format, so the output "
+                f"must end in {ext} too"
+            )
     return ext
 
 
@@ -184,8 +204,10 @@ def _translate_text(args, settings: Settings, source, target) -> int:
             if bar is not None:
                 bar.close()
         if args.stats:
-            print(json.dumps({"stats": _stats(engine, job, time.perf_counter() - started, started - began)}),
-                  file=sys.stderr)
+            print(
+                json.dumps({"stats": _stats(engine, job, time.perf_counter() - started, started - began)}),
+                file=sys.stderr,
+            )
     finally:
         engine.stop()
     sys.stdout.write(result)
@@ -210,8 +232,9 @@ def _start_engine(settings: Settings):
 def _output_path(args, ext: str, target) -> str:
     from . import documents
 
-    return args.output or os.path.join(os.path.dirname(args.input),
-                                       documents.download_name(os.path.basename(args.input), ext, target.code))
+    return args.output or os.path.join(
+        os.path.dirname(args.input), documents.download_name(os.path.basename(args.input), ext, target.code)
+    )
 
 
 def _write(output: str, data: bytes) -> None:
@@ -247,8 +270,9 @@ def _translate_document(args, settings: Settings, source, target) -> int:
         service = _local_service(settings)
         bar = tqdm(total=len(upload.prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
         try:
-            result = asyncio.run(pipeline.translate(service, upload, None,
-                                                    lambda done, total: bar.update(done - bar.n)))
+            result = asyncio.run(
+                pipeline.translate(service, upload, None, lambda done, total: bar.update(done - bar.n))
+            )
         finally:
             bar.close()
             service.stop_engines()
@@ -273,9 +297,17 @@ def _translate_remote(args, source, target, ext: str | None) -> int:
 
     from . import remote
 
-    local = [name for name, value in (("--model", args.model), ("--profile", args.profile),
-                                      ("--max-segment-tokens", args.max_segment_tokens), ("--greedy", args.greedy),
-                                      ("--stats", args.stats or None)) if value is not None]
+    local = [
+        name
+        for name, value in (
+            ("--model", args.model),
+            ("--profile", args.profile),
+            ("--max-segment-tokens", args.max_segment_tokens),
+            ("--greedy", args.greedy),
+            ("--stats", args.stats or None),
+        )
+        if value is not None
+    ]
     if local:
         raise BadRequest(f"{local[0]} is for a model loaded here; the server at --server uses its own settings")
     try:
@@ -297,8 +329,9 @@ def _translate_remote(args, source, target, ext: str | None) -> int:
         bars[0].update(done - bars[0].n)
 
     try:
-        translated, report = remote.translate_file(args.server, name, data, source, target, args.api_key,
-                                                   on_start, on_progress)
+        translated, report = remote.translate_file(
+            args.server, name, data, source, target, args.api_key, on_start, on_progress
+        )
     finally:
         for bar in bars:
             bar.close()
@@ -317,12 +350,20 @@ def _stats(engine, job, seconds: float, startup_s: float) -> dict:
     if engine.runner.device.type == "cuda":
         import torch
 
-        peak = torch.cuda.max_memory_reserved() / 2 ** 30
+        peak = torch.cuda.max_memory_reserved() / 2**30
     stats = engine.runner.stats
-    return {"segments": job.num_segments, "segments_done": job.num_done, "tokens_out": job.tokens_out,
-            "seconds": round(seconds, 2), "tok_s": round(job.tokens_out / max(seconds, 1e-9), 1),
-            "startup_s": round(startup_s, 1), "peak_reserved_gb": round(peak, 2), "oom_events": stats.oom_events,
-            "max_in_flight": stats.max_in_flight_seen, "profile": engine.decision.profile}
+    return {
+        "segments": job.num_segments,
+        "segments_done": job.num_done,
+        "tokens_out": job.tokens_out,
+        "seconds": round(seconds, 2),
+        "tok_s": round(job.tokens_out / max(seconds, 1e-9), 1),
+        "startup_s": round(startup_s, 1),
+        "peak_reserved_gb": round(peak, 2),
+        "oom_events": stats.oom_events,
+        "max_in_flight": stats.max_in_flight_seen,
+        "profile": engine.decision.profile,
+    }
 
 
 def _serve(args, settings: Settings) -> int:
@@ -351,8 +392,13 @@ def _quantize(args) -> int:
 def _profile(args, settings: Settings) -> int:
     from .planner.decide import decision_for
 
-    settings = settings.replace(model=args.model, gpu_memory_gb=args.gpu_memory_gb, profile=args.profile,
-                                model_family=args.family, decision_file="")
+    settings = settings.replace(
+        model=args.model,
+        gpu_memory_gb=args.gpu_memory_gb,
+        profile=args.profile,
+        model_family=args.family,
+        decision_file="",
+    )
     try:
         decision = decision_for(settings)
     except HymtError as exc:

@@ -32,10 +32,26 @@ class Detection:
 # First words of Unicode character names -> script; the name's first two words are looked at, so that
 # "FULLWIDTH LATIN ..." and "HALFWIDTH KATAKANA ..." count as their script.
 _SCRIPT_WORDS = {
-    "LATIN": "Latin", "CYRILLIC": "Cyrillic", "ARABIC": "Arabic", "CJK": "Han", "IDEOGRAPHIC": "Han",
-    "HIRAGANA": "Kana", "KATAKANA": "Kana", "KATAKANA-HIRAGANA": "Kana", "HANGUL": "Hangul", "DEVANAGARI": "Devanagari",
-    "TIBETAN": "Tibetan", "MYANMAR": "Myanmar", "KHMER": "Khmer", "MONGOLIAN": "Mongolian", "THAI": "Thai",
-    "HEBREW": "Hebrew", "BENGALI": "Bengali", "GUJARATI": "Gujarati", "TAMIL": "Tamil", "TELUGU": "Telugu",
+    "LATIN": "Latin",
+    "CYRILLIC": "Cyrillic",
+    "ARABIC": "Arabic",
+    "CJK": "Han",
+    "IDEOGRAPHIC": "Han",
+    "HIRAGANA": "Kana",
+    "KATAKANA": "Kana",
+    "KATAKANA-HIRAGANA": "Kana",
+    "HANGUL": "Hangul",
+    "DEVANAGARI": "Devanagari",
+    "TIBETAN": "Tibetan",
+    "MYANMAR": "Myanmar",
+    "KHMER": "Khmer",
+    "MONGOLIAN": "Mongolian",
+    "THAI": "Thai",
+    "HEBREW": "Hebrew",
+    "BENGALI": "Bengali",
+    "GUJARATI": "Gujarati",
+    "TAMIL": "Tamil",
+    "TELUGU": "Telugu",
 }
 # A Han, kana or Hangul character is a syllable or a word: it weighs as much as a few alphabetic letters, so that
 # "我用iPhone发了消息" reads as Chinese.
@@ -43,28 +59,41 @@ _SYLLABLE_WEIGHT = {"Han": 3, "Hangul": 3}
 # Which of the 38 languages write each script (kana and Han count together: Japanese mixes them).
 _CANDIDATES = {
     "Latin": ("en", "fr", "pt", "es", "tr", "it", "de", "vi", "ms", "id", "tl", "pl", "cs", "nl"),
-    "Cyrillic": ("ru", "uk", "kk", "mn"), "Arabic": ("ar", "fa", "ur", "ug", "kk"), "Devanagari": ("hi", "mr"),
-    "Han": ("zh", "zh-Hant", "yue", "ja"), "Tibetan": ("bo",), "Myanmar": ("my",), "Khmer": ("km",),
-    "Mongolian": ("mn",), "Thai": ("th",), "Hangul": ("ko",), "Hebrew": ("he",), "Bengali": ("bn",),
-    "Gujarati": ("gu",), "Tamil": ("ta",), "Telugu": ("te",),
+    "Cyrillic": ("ru", "uk", "kk", "mn"),
+    "Arabic": ("ar", "fa", "ur", "ug", "kk"),
+    "Devanagari": ("hi", "mr"),
+    "Han": ("zh", "zh-Hant", "yue", "ja"),
+    "Tibetan": ("bo",),
+    "Myanmar": ("my",),
+    "Khmer": ("km",),
+    "Mongolian": ("mn",),
+    "Thai": ("th",),
+    "Hangul": ("ko",),
+    "Hebrew": ("he",),
+    "Bengali": ("bn",),
+    "Gujarati": ("gu",),
+    "Tamil": ("ta",),
+    "Telugu": ("te",),
 }
 
 # Written Cantonese: characters standard written Chinese does not use (its negation, copula, particles, pronouns).
 # 係 counts apart from 關係 and 聯係 (Traditional Mandarin), 唔 only before a word (Mandarin writes it as "hmm,");
 # then Cantonese words made of characters Mandarin also writes (呢個 "this", 點解 "why", 食飯 "eat").
 _CANTONESE = frozenset("嘅咗喺冇佢哋嚟啲乜嘢睇噉嗰咩畀攞諗搵瞓啱㗎喎嘥冚攰咁餸嬲咪揾谂")
-_CANTONESE_IN_CONTEXT = re.compile(r"(?<![關关聯联])係|唔(?=\w)|呢[個个度排]|而家|[點点][解樣样]|[邊边][度個个]|成日|[琴尋寻聽听]日"
-                                   r"|[鍾钟]意|食[飯饭]|[返放]工")
+_CANTONESE_IN_CONTEXT = re.compile(
+    r"(?<![關关聯联])係|唔(?=\w)|呢[個个度排]|而家|[點点][解樣样]|[邊边][度個个]|成日|[琴尋寻聽听]日"
+    r"|[鍾钟]意|食[飯饭]|[返放]工"
+)
 
 # Arabic script. Letters of the Turkic alphabets (Uyghur, Kazakh) that Arabic, Persian and Urdu do not write;
 # NFKC has already split Kazakh's hamza letters (ٵ ٶ ٷ ٸ) into a base letter and the high hamza ٴ.
 _TURKIC = frozenset("ەۇۋڭۆۈېٴ")
-_UYGHUR = frozenset("ېۈغخ")      # é, ü, and gh/x where Kazakh writes ع and ح
-_KAZAKH = frozenset("ٴعح")       # the front-vowel mark, and ғ/х
+_UYGHUR = frozenset("ېۈغخ")  # é, ü, and gh/x where Kazakh writes ع and ح
+_KAZAKH = frozenset("ٴعح")  # the front-vowel mark, and ғ/х
 # Urdu's retroflex letters, nasal noon, bari ye, heh goal and do-chashmi heh: no Persian or Arabic word has them.
 _URDU = frozenset("ٹڈڑںےۓہھ")
-_PERSIAN = frozenset("پچژگیک")   # its four added letters, and its own ye and kaf (Arabic writes ي and ك)
-_ARABIC = frozenset("ةأإؤ")       # ta marbuta and the hamza seats; not ي ك ى, which old Persian text writes too
+_PERSIAN = frozenset("پچژگیک")  # its four added letters, and its own ye and kaf (Arabic writes ي and ك)
+_ARABIC = frozenset("ةأإؤ")  # ta marbuta and the hamza seats; not ي ك ى, which old Persian text writes too
 _TURKIC_VOWELS = frozenset("اەوۇۆۈىې")  # Uyghur writes ئ before a word's first vowel, Kazakh does not
 _MEDIAL_ALEF_MAKSURA = re.compile(r"ى\w")  # Arabic writes ى only at a word's end, Uyghur and Kazakh anywhere (ı, i)
 
@@ -79,12 +108,14 @@ _MALAY_WORDS = frozenset(
     "percuma wang tandas basikal teksi polis telefon hospital kaunter stesen majlis hujung borang hantar dihantar "
     "menghantar kanak-kanak universiti kualiti aktiviti bas lori esok faham kasut seluar tuala tingkap ogos mac "
     "disember julai jun berjaya kerap pawagam jualan membeli-belah beratur tempahan bilik encik mula berjimat "
-    "mesyuarat jadual muzium bapa".split())
+    "mesyuarat jadual muzium bapa".split()
+)
 _INDONESIAN_WORDS = frozenset(
     "karena mau bisa toko kota pemerintah provinsi setelah kantor silakan formulir loket mobil uang sepeda taksi "
     "telepon ponsel halte bus nggak enggak gak banget sih dong kok aja gimana ketemu kapan besok sore kulkas sepatu "
     "celana handuk liburan libur sulit gampang agustus maret desember juli juni universitas kualitas aktivitas "
-    "fasilitas apotek rupiah bioskop antre kamar bapak mulai berhemat jadwal museum diperbarui".split())
+    "fasilitas apotek rupiah bioskop antre kamar bapak mulai berhemat jadwal museum diperbarui".split()
+)
 # Hindi and Marathi share the Devanagari script and much vocabulary; their function words part.
 _HINDI_WORDS = frozenset("है हैं था थी थे और नहीं में को से ने यह वह कि भी हम मैं क्या आप तुम".split())
 _MARATHI_WORDS = frozenset("आहे आहेत होते होता होती आणि नाही मी मला तुम्ही आम्ही आपण त्या काय खूप".split())
@@ -156,7 +187,7 @@ def _evidence(votes: dict[str, int], fallback: tuple[str, float]) -> tuple[str, 
     total = sum(votes.values())
     if not total:
         return fallback
-    code = max(votes, key=votes.get)
+    code = max(votes, key=votes.__getitem__)
     return code, votes[code] / total
 
 
@@ -167,8 +198,9 @@ def _chinese(text: str, num_han: int) -> tuple[str, float]:
         return "yue", 1.0
     kinds = Counter(hanzidentifier.identify(ch) for ch in text if hanzidentifier.has_chinese(ch))
     # Characters both systems write say nothing; a text made only of them reads as Simplified, at even odds.
-    return _evidence({"zh-Hant": kinds[hanzidentifier.TRADITIONAL], "zh": kinds[hanzidentifier.SIMPLIFIED]},
-                     ("zh", 0.5))
+    return _evidence(
+        {"zh-Hant": kinds[hanzidentifier.TRADITIONAL], "zh": kinds[hanzidentifier.SIMPLIFIED]}, ("zh", 0.5)
+    )
 
 
 def _arabic(text: str, num_arabic: int) -> tuple[str, float]:
@@ -178,8 +210,10 @@ def _arabic(text: str, num_arabic: int) -> tuple[str, float]:
     if turkic and turkic + len(_MEDIAL_ALEF_MAKSURA.findall(text)) >= 0.02 * num_arabic:
         # Uyghur or Kazakh: their own letters, and how a word that starts with a vowel is spelled.
         initials = Counter(word[0] for word in _ARABIC_WORD.findall(text))
-        votes = {"ug": sum(letters[ch] for ch in _UYGHUR) + initials["ئ"],
-                 "kk": sum(letters[ch] for ch in _KAZAKH) + sum(initials[ch] for ch in _TURKIC_VOWELS)}
+        votes = {
+            "ug": sum(letters[ch] for ch in _UYGHUR) + initials["ئ"],
+            "kk": sum(letters[ch] for ch in _KAZAKH) + sum(initials[ch] for ch in _TURKIC_VOWELS),
+        }
         return _evidence(votes, ("ug", 0.5))
     if any(letters[ch] for ch in _URDU):
         return "ur", 1.0
@@ -206,9 +240,11 @@ def _cyrillic(text: str, num_cyrillic: int) -> tuple[str, float]:
 
 def _hindi_or_marathi(text: str) -> tuple[str, float]:
     words = _DEVANAGARI_WORD.findall(text)
-    votes = {"hi": sum(w in _HINDI_WORDS for w in words),
-             # ळ is a Marathi letter; -च्या its genitive ending
-             "mr": sum(w in _MARATHI_WORDS or w.endswith("च्या") for w in words) + text.count("ळ")}
+    votes = {
+        "hi": sum(w in _HINDI_WORDS for w in words),
+        # ळ is a Marathi letter; -च्या its genitive ending
+        "mr": sum(w in _MARATHI_WORDS or w.endswith("च्या") for w in words) + text.count("ळ"),
+    }
     return _evidence(votes, _statistical(text, ("hi", "mr")))
 
 

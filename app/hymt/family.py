@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chat import SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat, SEVEN_B_CHAT
+from .chat import SEVEN_B_CHAT, SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat
 from .errors import ConfigError, ModelLoadError
 
 log = logging.getLogger("hymt.family")
@@ -50,21 +50,79 @@ class Family:
         return self.chat is SMALL_CHAT
 
 
-HUNYUAN_MT_7B = Family("hunyuan-mt-7b", "Hunyuan-MT-7B", "hunyuan-mt", SEVEN_B_CHAT, HUNYUAN_LICENSE,
-                       terminology=False, context=False, fusion=False)
-CHIMERA_7B = Family("hunyuan-mt-chimera-7b", "Hunyuan-MT-Chimera-7B", "chimera", SEVEN_B_CHAT, HUNYUAN_LICENSE,
-                    terminology=False, context=False, fusion=True)
+HUNYUAN_MT_7B = Family(
+    "hunyuan-mt-7b",
+    "Hunyuan-MT-7B",
+    "hunyuan-mt",
+    SEVEN_B_CHAT,
+    HUNYUAN_LICENSE,
+    terminology=False,
+    context=False,
+    fusion=False,
+)
+CHIMERA_7B = Family(
+    "hunyuan-mt-chimera-7b",
+    "Hunyuan-MT-Chimera-7B",
+    "chimera",
+    SEVEN_B_CHAT,
+    HUNYUAN_LICENSE,
+    terminology=False,
+    context=False,
+    fusion=True,
+)
 # HY-MT1.5's README gives one set of prompts for both sizes; its context prompt also carries a request's background.
-HY_MT15_7B = Family("hy-mt1.5-7b", "HY-MT1.5-7B", "hy-mt1.5", SEVEN_B_CHAT, HY_LICENSE,
-                    terminology=True, context=True, fusion=False, formatted=True, background=True)
-HY_MT15_1_8B = Family("hy-mt1.5-1.8b", "HY-MT1.5-1.8B", "hy-mt1.5", SMALL_CHAT, HY_LICENSE,
-                      terminology=True, context=True, fusion=False, formatted=True, background=True)
+HY_MT15_7B = Family(
+    "hy-mt1.5-7b",
+    "HY-MT1.5-7B",
+    "hy-mt1.5",
+    SEVEN_B_CHAT,
+    HY_LICENSE,
+    terminology=True,
+    context=True,
+    fusion=False,
+    formatted=True,
+    background=True,
+)
+HY_MT15_1_8B = Family(
+    "hy-mt1.5-1.8b",
+    "HY-MT1.5-1.8B",
+    "hy-mt1.5",
+    SMALL_CHAT,
+    HY_LICENSE,
+    terminology=True,
+    context=True,
+    fusion=False,
+    formatted=True,
+    background=True,
+)
 # Hy-MT2's README lists no contextual-translation and no formatted prompt: those stay off (the formatted prompt is
 # the tested equivalent, as for Hunyuan-MT-7B).
-HY_MT2_7B = Family("hy-mt2-7b", "Hy-MT2-7B", "hy-mt2", SEVEN_B_CHAT, APACHE_LICENSE, terminology=True,
-                   context=False, fusion=False, style=True, background=True, max_new_tokens=4096)
-HY_MT2_1_8B = Family("hy-mt2-1.8b", "Hy-MT2-1.8B", "hy-mt2", SMALL_CHAT, APACHE_LICENSE, terminology=True,
-                     context=False, fusion=False, style=True, background=True, max_new_tokens=4096)
+HY_MT2_7B = Family(
+    "hy-mt2-7b",
+    "Hy-MT2-7B",
+    "hy-mt2",
+    SEVEN_B_CHAT,
+    APACHE_LICENSE,
+    terminology=True,
+    context=False,
+    fusion=False,
+    style=True,
+    background=True,
+    max_new_tokens=4096,
+)
+HY_MT2_1_8B = Family(
+    "hy-mt2-1.8b",
+    "Hy-MT2-1.8B",
+    "hy-mt2",
+    SMALL_CHAT,
+    APACHE_LICENSE,
+    terminology=True,
+    context=False,
+    fusion=False,
+    style=True,
+    background=True,
+    max_new_tokens=4096,
+)
 FAMILIES = {f.key: f for f in (HUNYUAN_MT_7B, CHIMERA_7B, HY_MT15_7B, HY_MT15_1_8B, HY_MT2_7B, HY_MT2_1_8B)}
 FAMILY_CHOICES = ("auto", *FAMILIES)
 
@@ -87,9 +145,18 @@ class Identified:
 
     def to_json(self) -> dict:
         f = self.family
-        return {"family": f.key, "name": f.name, "source": self.source, "license": f.license,
-                "terminology_prompt": f.terminology, "context_prompt": f.context, "fusion": f.fusion,
-                "formatted_prompt": f.formatted, "style_prompt": f.style, "background_prompt": f.background}
+        return {
+            "family": f.key,
+            "name": f.name,
+            "source": self.source,
+            "license": f.license,
+            "terminology_prompt": f.terminology,
+            "context_prompt": f.context,
+            "fusion": f.fusion,
+            "formatted_prompt": f.formatted,
+            "style_prompt": f.style,
+            "background_prompt": f.background,
+        }
 
 
 def member(line: str, small: bool) -> Family | None:
@@ -111,8 +178,10 @@ def from_name(text: str, small: bool | None = None) -> Family | None:
 def check_supported(name: str) -> None:
     """Refuses a name that says Hy-MT2-30B-A3B (a path elsewhere that merely mentions 30B-A3B is not refused)."""
     if _MOE.search(name) and _HY_MT2.search(name):
-        raise ModelLoadError(f"{name} is Hy-MT2-30B-A3B, a Mixture of Experts (hy_v3), which hymt does not serve: "
-                             "use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B")
+        raise ModelLoadError(
+            f"{name} is Hy-MT2-30B-A3B, a Mixture of Experts (hy_v3), which hymt does not serve: "
+            "use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B"
+        )
 
 
 def _saved_config(checkpoint: Path, filename: str) -> dict:
@@ -143,14 +212,19 @@ def identify(checkpoint: Path, override: str = "auto") -> Identified:
     vocab = config.get("vocab_size")
     small = vocab == SMALL_VOCAB_SIZE if isinstance(vocab, int) else None
     # The path from its innermost directory outwards: the directory named after the model wins over its parents.
-    signals = [("config.json", _saved_name(config)),
-               ("tokenizer_config.json", _saved_name(_saved_config(checkpoint, "tokenizer_config.json"))),
-               *(("path", part) for part in reversed(checkpoint.resolve().parts))]
+    signals = [
+        ("config.json", _saved_name(config)),
+        ("tokenizer_config.json", _saved_name(_saved_config(checkpoint, "tokenizer_config.json"))),
+        *(("path", part) for part in reversed(checkpoint.resolve().parts)),
+    ]
     for source, text in signals:
         family = from_name(text, small) if text else None
         if family is not None:
             return Identified(family, source)
     assumed = HY_MT15_1_8B if small else HUNYUAN_MT_7B
-    log.warning("cannot tell which Hunyuan-MT model %s holds; serving it as %s (set HYMT_MODEL_FAMILY to say)",
-                checkpoint, assumed.name)
+    log.warning(
+        "cannot tell which Hunyuan-MT model %s holds; serving it as %s (set HYMT_MODEL_FAMILY to say)",
+        checkpoint,
+        assumed.name,
+    )
     return Identified(assumed, "assumed")

@@ -93,16 +93,22 @@ def parse_request(value) -> list[Term]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise BadRequest("glossary must be a list of {\"source\", \"target\"} objects", error_type="invalid_type")
+        raise BadRequest('glossary must be a list of {"source", "target"} objects', error_type="invalid_type")
     if len(value) > MAX_REQUEST_TERMS:
-        raise BadRequest(f"glossary has {len(value)} entries; the limit is {MAX_REQUEST_TERMS}",
-                         error_type="too_many_terms")
+        raise BadRequest(
+            f"glossary has {len(value)} entries; the limit is {MAX_REQUEST_TERMS}", error_type="too_many_terms"
+        )
     terms = []
     for i, entry in enumerate(value):
-        if not isinstance(entry, dict) or set(entry) != {"source", "target"} \
-                or not all(isinstance(entry[k], str) for k in entry):
-            raise BadRequest(f"glossary[{i}] must be an object with the string fields source and target alone",
-                             error_type="invalid_type")
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"source", "target"}
+            or not all(isinstance(entry[k], str) for k in entry)
+        ):
+            raise BadRequest(
+                f"glossary[{i}] must be an object with the string fields source and target alone",
+                error_type="invalid_type",
+            )
         source, target = entry["source"].strip(), entry["target"].strip()
         if not source or not target:
             raise BadRequest(f"glossary[{i}] has an empty source or target", error_type="invalid_value")
@@ -139,15 +145,17 @@ def read_termbase(path: Path) -> Termbase:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read glossary {path}: {exc}") from None
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    rows = [[cell.strip() for cell in row] for row in csv.reader(text.splitlines(), delimiter=delimiter)
-            if any(cell.strip() for cell in row)]
+    rows = [
+        [cell.strip() for cell in row]
+        for row in csv.reader(text.splitlines(), delimiter=delimiter)
+        if any(cell.strip() for cell in row)
+    ]
     if len(rows) < 2:
         raise ConfigError(f"glossary {path} needs a header row of language codes and at least one term row")
     try:
         codes = tuple(resolve(code, f"column {i + 1} of {path.name}").code for i, code in enumerate(rows[0]))
     except BadRequest as exc:
-        raise ConfigError(f"glossary {path}: {exc.message} (the first row names a language code per column)") \
-            from None
+        raise ConfigError(f"glossary {path}: {exc.message} (the first row names a language code per column)") from None
     for n, row in enumerate(rows[1:], start=2):
         if len(row) != len(codes):
             raise ConfigError(f"glossary {path} line {n} has {len(row)} cells; the header has {len(codes)}")
@@ -217,6 +225,10 @@ class Glossaries:
     def status(self) -> dict:
         with self._lock:
             self._refresh()
-            return {"location": str(self.location), "files": len(self._bases),
-                    "rows": sum(len(b.rows) for b in self._bases.values()), "reloads": self.reloads,
-                    "errors": dict(self.errors)}
+            return {
+                "location": str(self.location),
+                "files": len(self._bases),
+                "rows": sum(len(b.rows) for b in self._bases.values()),
+                "reloads": self.reloads,
+                "errors": dict(self.errors),
+            }

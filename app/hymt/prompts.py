@@ -16,11 +16,15 @@ XX_TEMPLATE = "Translate the following segment into {target}, without additional
 # instruction (Hy-MT2's README runs its GGUF with that English one) plus the rule for the numbered markers
 # (documents/inline.py) that stand for inline markup. Models with an official formatted-translation prompt
 # (HY-MT1.5) get theirs here, in formatted_message, and nowhere else.
-FORMATTED_ZH_TEMPLATE = ("把下面的文本翻译成{target}，不要额外解释。原文中的<s1></s1>、<s2/>等标签表示格式信息，"
-                         "译文中必须保留每一个标签，并放在对应译文的位置。\n\n{text}")
-FORMATTED_XX_TEMPLATE = ("Translate the following segment into {target}, without additional explanation. "
-                         "Tags such as <s1></s1> and <s2/> in the segment mark formatting: keep every tag in the "
-                         "translation, around or at the words that correspond to the tagged words.\n\n{text}")
+FORMATTED_ZH_TEMPLATE = (
+    "把下面的文本翻译成{target}，不要额外解释。原文中的<s1></s1>、<s2/>等标签表示格式信息，"
+    "译文中必须保留每一个标签，并放在对应译文的位置。\n\n{text}"
+)
+FORMATTED_XX_TEMPLATE = (
+    "Translate the following segment into {target}, without additional explanation. "
+    "Tags such as <s1></s1> and <s2/> in the segment mark formatting: keep every tag in the "
+    "translation, around or at the words that correspond to the tagged words.\n\n{text}"
+)
 # A marker: <sN>, </sN> or <sN/>, spaces tolerated (groups: closing slash, number, self-closing slash).
 MARKER = re.compile(r"<\s*(/?)\s*s(\d+)\s*(/?)\s*>")
 # The retry of a segment whose markers did not come back (documents/translate.py): the instruction lists its tags
@@ -29,48 +33,71 @@ MARKER = re.compile(r"<\s*(/?)\s*s(\d+)\s*(/?)\s*>")
 # holds anything like a marker is sent without markers), so it can only mean this.
 STRICT_MARK = "<s0/>"
 _LINE_BREAK = re.compile(r"(\r\n|\n|\r)")
-STRICT_FORMATTED_ZH_TEMPLATE = ("把下面的文本翻译成{target}，不要额外解释。原文中的标签{tags}表示格式信息。译文必须包含其中每一个"
-                                "标签，每个恰好一次，保持原样和嵌套关系，放在对应译文的位置；不得增加、删除、改动或翻译任何标签。"
-                                "\n\n{text}")
+STRICT_FORMATTED_ZH_TEMPLATE = (
+    "把下面的文本翻译成{target}，不要额外解释。原文中的标签{tags}表示格式信息。译文必须包含其中每一个"
+    "标签，每个恰好一次，保持原样和嵌套关系，放在对应译文的位置；不得增加、删除、改动或翻译任何标签。"
+    "\n\n{text}"
+)
 STRICT_FORMATTED_XX_TEMPLATE = (
     "Translate the following segment into {target}, without additional explanation. The segment contains these "
     "tags, which mark formatting: {tags}. Your translation must contain every one of them exactly once, unchanged "
     "and nested as they are, around or at the words that correspond to the tagged words. Do not add, drop, "
-    "renumber or translate any tag.\n\n{text}")
+    "renumber or translate any tag.\n\n{text}"
+)
 # HY-MT1.5's official formatted prompt asks to keep the tags "as far as possible": the retry asks for every one.
-HY_MT15_STRICT_FORMATTED = ("需要在译文中相应的位置尽量保留该标签", "译文中必须保留每一个标签（{tags}），每个恰好一次，放在相应的位置")
+HY_MT15_STRICT_FORMATTED = (
+    "需要在译文中相应的位置尽量保留该标签",
+    "译文中必须保留每一个标签（{tags}），每个恰好一次，放在相应的位置",
+)
 
 # HY-MT1.5-7B's own prompts (its README, 2025-12-30): another Chinese instruction, the same English one, and
 # official prompts for terminology and context (written in Chinese whatever the pair; the target's Chinese name).
 HY_MT15_ZH_TEMPLATE = "将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n\n{text}"
-HY_MT15_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n{text}"
+HY_MT15_TERMINOLOGY_TEMPLATE = (
+    "参考下面的翻译：\n{terms}\n\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n{text}"
+)
 HY_MT15_TERM_LINE = "{source} 翻译成 {target}"
-HY_MT15_CONTEXT_TEMPLATE = "{context}\n参考上面的信息，把下面的文本翻译成{target}，注意不需要翻译上文，也不要额外解释：\n{text}\n"
+HY_MT15_CONTEXT_TEMPLATE = (
+    "{context}\n参考上面的信息，把下面的文本翻译成{target}，注意不需要翻译上文，也不要额外解释：\n{text}\n"
+)
 HY_MT15_FORMATTED_TEMPLATE = (
     "将以下<source></source>之间的文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释，原文中的<sn></sn>标签表示"
     "标签内文本包含格式信息，需要在译文中相应的位置尽量保留该标签。输出格式为：<target>str</target>\n\n"
-    "<source>{text}</source>")
+    "<source>{text}</source>"
+)
 
 # Hy-MT2's prompts (Tencent-Hunyuan/Hy-MT2 README, "Instruction Examples"): a Chinese and an English version of each,
 # the target's full name in the prompt's language. The README sets them in a table: its <br> is a line break here,
 # and its markdown (code spans around the placeholders, bold) is not part of the text. Its Chinese default prompt is
 # HY-MT1.5's, character for character.
-HY_MT2_XX_TEMPLATE = ("Translate the following text into {target}. Note that you should only output the translated "
-                      "result without any additional explanation:\n\n{text}")
-HY_MT2_ZH_TERMINOLOGY_TEMPLATE = "参考下面的翻译：\n{terms}\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n\n{text}"
+HY_MT2_XX_TEMPLATE = (
+    "Translate the following text into {target}. Note that you should only output the translated "
+    "result without any additional explanation:\n\n{text}"
+)
+HY_MT2_ZH_TERMINOLOGY_TEMPLATE = (
+    "参考下面的翻译：\n{terms}\n将以下文本翻译为{target}，注意只需要输出翻译后的结果，不要额外解释：\n\n{text}"
+)
 HY_MT2_XX_TERMINOLOGY_TEMPLATE = (
     "Reference the following translations:\n{terms}\n\nTranslate the following text into {target}. Note that you "
-    "must ONLY output the translated result without any additional explanation:\n\n{text}")
+    "must ONLY output the translated result without any additional explanation:\n\n{text}"
+)
 HY_MT2_XX_TERM_LINE = "{source} translates to {target}"
-HY_MT2_XX_STRICT_HEADER = ("Reference the following translations:",
-                           "The translation must use exactly these translations of the terms:")
+HY_MT2_XX_STRICT_HEADER = (
+    "Reference the following translations:",
+    "The translation must use exactly these translations of the terms:",
+)
 HY_MT2_ZH_STYLE_TEMPLATE = "请将以下文本翻译为{target}。\n注意翻译的风格要严格符合【{style}】\n\n{text}"
-HY_MT2_XX_STYLE_TEMPLATE = ("Please translate the following text into {target}. Note that the translation style "
-                            "must strictly conform to [{style}]:\n\n{text}")
-HY_MT2_ZH_BACKGROUND_TEMPLATE = "【背景信息】\n{background}\n\n请结合背景信息将以下文本翻译为{target}。\n\n【待翻译文本】\n{text}"
+HY_MT2_XX_STYLE_TEMPLATE = (
+    "Please translate the following text into {target}. Note that the translation style "
+    "must strictly conform to [{style}]:\n\n{text}"
+)
+HY_MT2_ZH_BACKGROUND_TEMPLATE = (
+    "【背景信息】\n{background}\n\n请结合背景信息将以下文本翻译为{target}。\n\n【待翻译文本】\n{text}"
+)
 HY_MT2_XX_BACKGROUND_TEMPLATE = (
     "[Background Information]\n{background}\n\nPlease translate the following text into {target}, taking the "
-    "provided background information into consideration.\n\n[Source Text]\n{text}")
+    "provided background information into consideration.\n\n[Source Text]\n{text}"
+)
 
 # Hunyuan-MT-7B has no official terminology prompt: the same shape as HY-MT1.5's (the reference translations above
 # the model's own instruction), in the language of the instruction it was trained on.
@@ -79,8 +106,10 @@ XX_TERMINOLOGY_TEMPLATE = "Refer to the following translations:\n{terms}\n\n" + 
 XX_TERM_LINE = "{source} is translated as {target}"
 # The retry after a missed term: the same prompt with a header that insists.
 ZH_STRICT_HEADER = ("参考下面的翻译：", "译文必须严格使用下面的术语译法：")
-XX_STRICT_HEADER = ("Refer to the following translations:",
-                    "The translation must use exactly these translations of the terms:")
+XX_STRICT_HEADER = (
+    "Refer to the following translations:",
+    "The translation must use exactly these translations of the terms:",
+)
 
 # Hunyuan-MT-Chimera-7B's official prompt: six candidates in, one refined translation out.
 NUM_FUSION_CANDIDATES = 6
@@ -88,7 +117,9 @@ FUSION_TEMPLATE = (
     "Analyze the following multiple {target} translations of the {source} segment surrounded in triple backticks "
     "and generate a single refined {target} translation. Only output the refined translation, do not explain.\n\n"
     "The {source} segment:\n```{text}```\n\n"
-    "The multiple {target} translations:\n{candidates}")
+    "The multiple {target} translations:\n{candidates}"
+)
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -103,8 +134,13 @@ class Sampling:
     def generate_kwargs(self) -> dict:
         if self.greedy:
             return {"do_sample": False, "repetition_penalty": self.repetition_penalty}
-        return {"do_sample": True, "top_k": self.top_k, "top_p": self.top_p, "temperature": self.temperature,
-                "repetition_penalty": self.repetition_penalty}
+        return {
+            "do_sample": True,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "temperature": self.temperature,
+            "repetition_penalty": self.repetition_penalty,
+        }
 
 
 # Quality "best": the six decoding settings of the candidates Chimera fuses (its candidates came from Hunyuan-MT-7B
@@ -167,15 +203,26 @@ def formatted_message(source: Language | None, target: Language, text: str, fami
         return template.format(target=target.chinese, text=text, tags=tags)
     template = STRICT_FORMATTED_XX_TEMPLATE if insist else FORMATTED_XX_TEMPLATE
     return template.format(target=target.english, text=text, tags=tags)
-def terminology_message(source: Language | None, target: Language, text: str, terms: list[Term],
-                        family: Family = HUNYUAN_MT_7B, strict: bool = False) -> str:
+
+
+def terminology_message(
+    source: Language | None,
+    target: Language,
+    text: str,
+    terms: list[Term],
+    family: Family = HUNYUAN_MT_7B,
+    strict: bool = False,
+) -> str:
     """The segment with the glossary entries that occur in it: the family's official terminology prompt (HY-MT1.5's
     in Chinese; Hy-MT2's in the instruction's language), or the equivalent in Hunyuan-MT-7B's instruction. `strict`
     is the retry after a term was missed."""
     chinese = _chinese_side(source, target)
     if family.line == "hy-mt2":
-        template, line, header = (HY_MT2_ZH_TERMINOLOGY_TEMPLATE, HY_MT15_TERM_LINE, ZH_STRICT_HEADER) if chinese \
+        template, line, header = (
+            (HY_MT2_ZH_TERMINOLOGY_TEMPLATE, HY_MT15_TERM_LINE, ZH_STRICT_HEADER)
+            if chinese
             else (HY_MT2_XX_TERMINOLOGY_TEMPLATE, HY_MT2_XX_TERM_LINE, HY_MT2_XX_STRICT_HEADER)
+        )
         name = target.chinese if chinese else target.english
     elif family.terminology or chinese:
         template = HY_MT15_TERMINOLOGY_TEMPLATE if family.terminology else ZH_TERMINOLOGY_TEMPLATE
@@ -194,8 +241,7 @@ def style_message(source: Language | None, target: Language, text: str, style: s
     return HY_MT2_XX_STYLE_TEMPLATE.format(target=target.english, style=style, text=text)
 
 
-def background_message(source: Language | None, target: Language, text: str, background: str,
-                       family: Family) -> str:
+def background_message(source: Language | None, target: Language, text: str, background: str, family: Family) -> str:
     """Background information for the translation: Hy-MT2's official background prompt, or HY-MT1.5's contextual
     translation prompt (information above the text, not to be translated)."""
     if family.line == "hy-mt1.5":
@@ -223,9 +269,18 @@ def fusion_message(source: Language, target: Language, text: str, candidates: li
     return FUSION_TEMPLATE.format(source=source.english, target=target.english, text=text, candidates=listed)
 
 
-def segment_message(family: Family, source: Language | None, target: Language, text: str, terms: list[Term],
-                    context: str = "", strict: bool = False, formatted: bool = False, style: str | None = None,
-                    background: str | None = None) -> str:
+def segment_message(
+    family: Family,
+    source: Language | None,
+    target: Language,
+    text: str,
+    terms: list[Term],
+    context: str = "",
+    strict: bool = False,
+    formatted: bool = False,
+    style: str | None = None,
+    background: str | None = None,
+) -> str:
     """The prompt for one segment. No official prompt combines two instructions, so a segment gets one, in this
     order: the formatted-translation prompt for a segment with markup markers; its glossary entries when any occur
     in it; the request's style; the request's background; the preceding text when the family has a context prompt;

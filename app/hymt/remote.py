@@ -5,7 +5,7 @@ The server decides what it accepts, so the command and the server cannot disagre
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import httpx
 
@@ -16,17 +16,25 @@ from .languages import Language
 TIMEOUT = httpx.Timeout(30.0, read=None)
 
 
-def translate_file(server: str, name: str, data: bytes, source: Language | None, target: Language,
-                   api_key: str | None, on_start: Callable[[int], None],
-                   on_progress: Callable[[int, int], None]) -> tuple[bytes, dict]:
+def translate_file(
+    server: str,
+    name: str,
+    data: bytes,
+    source: Language | None,
+    target: Language,
+    api_key: str | None,
+    on_start: Callable[[int], None],
+    on_progress: Callable[[int, int], None],
+) -> tuple[bytes, dict]:
     """The translated file and the server's report ({name, segments, markup_fallback_segments, ...})."""
     base = server.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     form = {"source": source.code if source else "auto", "target": target.code}
     try:
         with httpx.Client(timeout=TIMEOUT, headers=headers) as client:
-            with client.stream("POST", f"{base}/api/translate_file", data=form,
-                               files={"file": (name, data)}) as response:
+            with client.stream(
+                "POST", f"{base}/api/translate_file", data=form, files={"file": (name, data)}
+            ) as response:
                 if response.status_code != 200:
                     response.read()
                     raise _refused(response)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import sentencex
 
@@ -38,9 +38,10 @@ class Document:
         out = []
         for piece in self.pieces:
             if isinstance(piece, int):
-                if translations[piece] is None:
+                translation = translations[piece]
+                if translation is None:
                     break
-                out.append(_LINE_BREAK.sub(" ", translations[piece]))
+                out.append(_LINE_BREAK.sub(" ", translation))
             else:
                 out.append(piece)
         return "".join(out)
@@ -63,7 +64,7 @@ def split(text: str, count_tokens: CountTokens, max_tokens: int, lang: str = "en
             doc.pieces.append(len(doc.segments))
             doc.segments.append(core[s:e])
             last_end = e
-        _add_verbatim(doc, core[last_end:] + part[start + len(core):])
+        _add_verbatim(doc, core[last_end:] + part[start + len(core) :])
     return doc
 
 
@@ -109,7 +110,7 @@ def _pack(core: str, spans: list[tuple[int, int]], count: CountTokens, max_token
             fitted.extend(_cut(core, s, e, count, max_tokens))
     packed: list[tuple[int, int]] = []
     for s, e in fitted:
-        if packed and count(core[packed[-1][0]:e]) <= max_tokens:
+        if packed and count(core[packed[-1][0] : e]) <= max_tokens:
             packed[-1] = (packed[-1][0], e)
         else:
             packed.append((s, e))

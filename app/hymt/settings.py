@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any
 
 from .errors import ConfigError
 from .family import check_choice
@@ -89,7 +90,7 @@ class Settings:
     def supervisor_url(self) -> str:
         return f"unix://{self.run_dir}/supervisor.sock"
 
-    def replace(self, **changes) -> "Settings":
+    def replace(self, **changes) -> Settings:
         """A copy with command-line overrides applied (None means: keep the environment's value)."""
         settings = dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
         settings.validate()
@@ -98,10 +99,25 @@ class Settings:
     def validate(self) -> None:
         if self.profile not in PROFILE_CHOICES:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
-        positive = ("port", "health_port", "health_interval_s", "health_failures", "health_backoff_max_s",
-                    "target_kv_tokens", "max_in_flight", "prefill_tokens", "max_segment_tokens", "max_new_tokens",
-                    "max_chars", "max_texts", "max_upload_bytes", "max_queue_segments", "max_file_bytes",
-                    "file_retention_s", "max_queue_wait_s")
+        positive = (
+            "port",
+            "health_port",
+            "health_interval_s",
+            "health_failures",
+            "health_backoff_max_s",
+            "target_kv_tokens",
+            "max_in_flight",
+            "prefill_tokens",
+            "max_segment_tokens",
+            "max_new_tokens",
+            "max_chars",
+            "max_texts",
+            "max_upload_bytes",
+            "max_queue_segments",
+            "max_file_bytes",
+            "file_retention_s",
+            "max_queue_wait_s",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be positive, not {getattr(self, name)}")
@@ -117,22 +133,23 @@ class Settings:
             raise ConfigError(f"HYMT_GPU_MEMORY_GB must be positive, not {self.gpu_memory_gb}")
         for origin in self.cors_origins:
             if origin not in ("*", "none") and not re.fullmatch(r"https?://[^/\s]+", origin):
-                raise ConfigError(f"HYMT_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], no path), "
-                                  "* or none")
+                raise ConfigError(
+                    f"HYMT_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], no path), * or none"
+                )
         if "none" in self.cors_origins and len(self.cors_origins) > 1:
             raise ConfigError("HYMT_CORS_ORIGINS: none cannot be combined with origins")
         if not 16 <= self.max_segment_tokens <= 4096:
             raise ConfigError("HYMT_MAX_SEGMENT_TOKENS must be between 16 and 4096 (input + output stay inside 8k)")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}  # each field's value, of its own type
         for f in dataclasses.fields(cls):
             raw = env.get(f"HYMT_{f.name.upper()}")
             if raw is None or raw == "":
                 continue
-            values[f.name] = _parse(f.name, f.type, raw)
+            values[f.name] = _parse(f.name, str(f.type), raw)  # a string: annotations are not evaluated here
         settings = cls(**values)
         settings.validate()
         return settings

@@ -8,9 +8,19 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .chat import (SEVEN_B_CHAT, SMALL_ASSISTANT, SMALL_BOS, SMALL_CHAT, SMALL_STOP, SMALL_SYSTEM_END, SMALL_USER,
-                   SMALL_VOCAB_SIZE, ChatFormat)
+from .chat import (
+    SEVEN_B_CHAT,
+    SMALL_ASSISTANT,
+    SMALL_BOS,
+    SMALL_CHAT,
+    SMALL_STOP,
+    SMALL_SYSTEM_END,
+    SMALL_USER,
+    SMALL_VOCAB_SIZE,
+    ChatFormat,
+)
 from .family import FAMILIES, HUNYUAN_MT_7B
 from .languages import LANGUAGES
 from .prompts import XX_TEMPLATE, ZH_TEMPLATE
@@ -36,33 +46,67 @@ class Vocabulary:
 
 
 def _seven_b() -> Vocabulary:
-    special = {"<|endoftext|>": 127957, "<|startoftext|>": 127958, "<|bos|>": 127959, "<|eos|>": 127960,
-               "<|pad|>": 127961}
+    special = {
+        "<|endoftext|>": 127957,
+        "<|startoftext|>": 127958,
+        "<|bos|>": 127959,
+        "<|eos|>": 127960,
+        "<|pad|>": 127961,
+    }
     special.update({f"<|extra_{i}|>": 127962 + i for i in range(128167 - 127962)})
-    return Vocabulary(SEVEN_B_CHAT, 128167, 127957, special, bos_id=127958, eos_id=127960, pad_id=127961,
-                      tied_embeddings=False, config={"eod_token_id": 127967})
+    return Vocabulary(
+        SEVEN_B_CHAT,
+        128167,
+        127957,
+        special,
+        bos_id=127958,
+        eos_id=127960,
+        pad_id=127961,
+        tied_embeddings=False,
+        config={"eod_token_id": 127967},
+    )
 
 
 def _small() -> Vocabulary:
     """The 1.8B vocabulary. bos 120000, pad 120002 and the stop token at 120020 are the published config's ids; the
     other tokens' ids, and the pad and end-of-sentence tokens' names, are not published: they are placed here in
     the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad)."""
-    special = {SMALL_BOS: 120000, "<｜hy_end▁of▁sentence｜>": 120001, "<｜hy_pad｜>": 120002, SMALL_USER: 120006,
-               SMALL_ASSISTANT: 120007, SMALL_STOP: 120020, SMALL_SYSTEM_END: 120021}
+    special = {
+        SMALL_BOS: 120000,
+        "<｜hy_end▁of▁sentence｜>": 120001,
+        "<｜hy_pad｜>": 120002,
+        SMALL_USER: 120006,
+        SMALL_ASSISTANT: 120007,
+        SMALL_STOP: 120020,
+        SMALL_SYSTEM_END: 120021,
+    }
     taken = set(special.values())
-    special.update({f"<｜hy_place▁holder▁no▁{i - 120018}｜>" if i >= 120018 else f"<｜hy_reserved▁{i}｜>": i
-                    for i in range(120000, SMALL_VOCAB_SIZE) if i not in taken})
-    return Vocabulary(SMALL_CHAT, SMALL_VOCAB_SIZE, 120000, special, bos_id=120000, eos_id=120020, pad_id=120002,
-                      tied_embeddings=True)
+    special.update(
+        {
+            f"<｜hy_place▁holder▁no▁{i - 120018}｜>" if i >= 120018 else f"<｜hy_reserved▁{i}｜>": i
+            for i in range(120000, SMALL_VOCAB_SIZE)
+            if i not in taken
+        }
+    )
+    return Vocabulary(
+        SMALL_CHAT, SMALL_VOCAB_SIZE, 120000, special, bos_id=120000, eos_id=120020, pad_id=120002, tied_embeddings=True
+    )
 
 
 VOCABULARIES = {v.chat.key: v for v in (_seven_b(), _small())}
 
 # The real checkpoints' fields, with the dimensions shrunk; the 1.8B's four query heads per KV head kept (16 over 4
 # in the real one; the 7B's test model has two, its real one four).
-TINY_CONFIG = dict(
-    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-    head_dim=16, max_position_embeddings=32768, rms_norm_eps=1e-5, hidden_act="silu",
+TINY_CONFIG: dict[str, Any] = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=32768,
+    rms_norm_eps=1e-5,
+    hidden_act="silu",
     rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0},
     attention_bias=False,
 )
@@ -95,8 +139,9 @@ def build_tokenizer(vocabulary: Vocabulary | None = None):
     vocabulary = vocabulary or VOCABULARIES["7b"]
     base = Tokenizer(models.BPE())
     base.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=1200, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1200, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     base.train_from_iterator(_corpus(), trainer=trainer)
     vocab = base.get_vocab()
     merges = [tuple(m) for m in json.loads(base.to_str())["model"]["merges"]]
@@ -109,8 +154,12 @@ def build_tokenizer(vocabulary: Vocabulary | None = None):
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(list(vocabulary.special))
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=vocabulary.chat.bos, eos_token=vocabulary.chat.stop,
-        pad_token=vocabulary.pad_token, padding_side="left", chat_template=vocabulary.chat.template,
+        tokenizer_object=tok,
+        bos_token=vocabulary.chat.bos,
+        eos_token=vocabulary.chat.stop,
+        pad_token=vocabulary.pad_token,
+        padding_side="left",
+        chat_template=vocabulary.chat.template,
         model_max_length=32768,
     )
 
@@ -126,10 +175,17 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    ids = dict(bos_token_id=vocabulary.bos_id, eos_token_id=vocabulary.eos_id, pad_token_id=vocabulary.pad_id)
-    config = HunYuanDenseV1Config(**{**TINY_CONFIG, "num_key_value_heads": _KV_HEADS[chosen.chat.key]},
-                                  **ids, **vocabulary.config, vocab_size=vocabulary.size,
-                                  tie_word_embeddings=vocabulary.tied_embeddings, dtype="bfloat16")
+    ids: dict[str, Any] = dict(
+        bos_token_id=vocabulary.bos_id, eos_token_id=vocabulary.eos_id, pad_token_id=vocabulary.pad_id
+    )
+    config = HunYuanDenseV1Config(
+        **{**TINY_CONFIG, "num_key_value_heads": _KV_HEADS[chosen.chat.key]},
+        **ids,
+        **vocabulary.config,
+        vocab_size=vocabulary.size,
+        tie_word_embeddings=vocabulary.tied_embeddings,
+        dtype="bfloat16",
+    )
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     if vocabulary.tied_embeddings:
         # Tied to the output head, random embeddings make the hidden state mostly the token just read, so greedy
@@ -137,7 +193,12 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
         with torch.no_grad():
             model.get_input_embeddings().weight.mul_(0.3)
     model.generation_config = GenerationConfig(
-        **ids, do_sample=True, top_k=20, top_p=0.6, temperature=0.7, repetition_penalty=1.05,
+        **ids,
+        do_sample=True,
+        top_k=20,
+        top_p=0.6,
+        temperature=0.7,
+        repetition_penalty=1.05,
     )
     model.save_pretrained(out)
     config_path = out / "config.json"  # each model's hub repository is tencent/ and its own name

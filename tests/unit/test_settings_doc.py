@@ -64,7 +64,7 @@ def settings_table() -> list[tuple[str, str]]:
     lines = SETTINGS_DOC.read_text(encoding="utf-8").splitlines()
     assert TABLE_HEADING in lines, f"{SETTINGS_DOC.name} has no heading {TABLE_HEADING!r}"
     rows, started = [], False
-    for line in lines[lines.index(TABLE_HEADING) + 1:]:
+    for line in lines[lines.index(TABLE_HEADING) + 1 :]:
         if line.startswith("## "):
             break
         if not line.startswith("|"):
@@ -114,8 +114,10 @@ def test_settings_table_matches_settings():
             wrong.append(f"{name}: documented default {values[0]!r} is refused: {exc.message}")
             continue
         if given != defaults:
-            wrong.append(f"{name}: documented {values[0]!r} gives {getattr(given, field_of[name])!r}, "
-                         f"Settings' default is {default!r}")
+            wrong.append(
+                f"{name}: documented {values[0]!r} gives {getattr(given, field_of[name])!r}, "
+                f"Settings' default is {default!r}"
+            )
     assert not wrong, "\n".join(wrong)
 
 

@@ -20,8 +20,9 @@ CHRF_ORDER = 6
 CHRF_BETA = 2.0
 
 
-async def translate_candidates(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                               options: Options, request: Request) -> list[Job]:
+async def translate_candidates(
+    service: Service, items: list[tuple[str, Language | None]], target: Language, options: Options, request: Request
+) -> list[Job]:
     """One finished job per decoding setting of quality best's candidates (greedy, the recommended sampling,
     cooler and hotter ones): more candidates than the limit asks for, since sampling can repeat itself."""
     queued = await queue_samplings(service, items, target, CANDIDATE_SAMPLINGS, options)
@@ -45,7 +46,7 @@ def rank(candidates: list[str]) -> list[int]:
 
 def _ngrams(text: str) -> list[Counter]:
     chars = "".join(text.split())  # chrF ignores whitespace
-    return [Counter(chars[k:k + n] for k in range(len(chars) - n + 1)) for n in range(1, CHRF_ORDER + 1)]
+    return [Counter(chars[k : k + n] for k in range(len(chars) - n + 1)) for n in range(1, CHRF_ORDER + 1)]
 
 
 def _chrf(hypothesis: list[Counter], reference: list[Counter]) -> float:
@@ -57,7 +58,7 @@ def _chrf(hypothesis: list[Counter], reference: list[Counter]) -> float:
         match = sum((hyp & ref).values())
         precision, recall = match / sum(hyp.values()), match / sum(ref.values())
         if precision + recall:
-            b2 = CHRF_BETA ** 2
+            b2 = CHRF_BETA**2
             total += (1 + b2) * precision * recall / (b2 * precision + recall)
         orders += 1
     return total / orders if orders else 0.0

@@ -96,7 +96,8 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
 
     app = Starlette(
         routes=ROUTES,
-        exception_handlers={HymtError: hymt_error, HTTPException: http_error, Exception: unexpected_error},
+        # Starlette types a handler as taking any Exception; each here is registered for, and takes, its own type.
+        exception_handlers={HymtError: hymt_error, HTTPException: http_error, Exception: unexpected_error},  # type: ignore[dict-item]
         lifespan=lifespan,
     )
     app.state.service = service
@@ -108,7 +109,13 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         # 4xx answers carry the headers too, so a page on another origin can read why it was refused. Every
         # method and header a client asks for is allowed (Authorization included: the requested headers are
         # echoed, as a wildcard would not cover it); cookies never are, so "*" stays safe.
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"],
-                           allow_headers=["*"], allow_credentials=False,
-                           expose_headers=["Retry-After", "Content-Disposition"], max_age=600)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            allow_credentials=False,
+            expose_headers=["Retry-After", "Content-Disposition"],
+            max_age=600,
+        )
     return app

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -28,7 +28,13 @@ MAX_QUEUE_WAIT_S = 120.0
 RETRY_S = 0.5
 
 
-def _listener(events: "asyncio.Queue[Event]") -> Callable[[Event], None]:
+def _cancel(job: Job) -> None:
+    """Cancel a job on the engine it was submitted to (every submitted job has one)."""
+    if job.engine is not None:
+        job.engine.cancel(job)
+
+
+def _listener(events: asyncio.Queue[Event]) -> Callable[[Event], None]:
     loop = asyncio.get_running_loop()
 
     def listener(event: Event) -> None:
@@ -37,30 +43,43 @@ def _listener(events: "asyncio.Queue[Event]") -> Callable[[Event], None]:
     return listener
 
 
-async def submit(service: Service, items: list[tuple[str, Language | None]], target: Language, sampling: Sampling,
-                 stream: bool = False, options: Options = Options()) -> tuple[Job, "asyncio.Queue[Event]"]:
+async def submit(
+    service: Service,
+    items: list[tuple[str, Language | None]],
+    target: Language,
+    sampling: Sampling,
+    stream: bool = False,
+    options: Options = Options(),
+) -> tuple[Job, asyncio.Queue[Event]]:
     """Queue a job; its events (every token too, when streaming) arrive on the returned asyncio queue.
     Tokenizing runs off the event loop."""
     engine = service.ready_engine()
     events: asyncio.Queue[Event] = asyncio.Queue()
-    job = await run_in_threadpool(engine.submit, items, target, sampling, _listener(events), stream=stream,
-                                  options=options)
+    job = await run_in_threadpool(
+        engine.submit, items, target, sampling, _listener(events), stream=stream, options=options
+    )
     return job, events
 
 
-async def queue_candidates(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                           options: Options) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
+async def queue_candidates(
+    service: Service, items: list[tuple[str, Language | None]], target: Language, options: Options
+) -> list[tuple[Job, asyncio.Queue[Event]]]:
     """Quality "best", first half: the texts queued once per candidate decoding setting, to run side by side in
     the engine's batch. Refused (422) before any work when no fusion model is available; all or none are queued."""
     fusion = service.fusion_engine()
-    options = dataclasses.replace(options, max_segment_tokens=best_segment_tokens(service.settings,
-                                                                                   fusion.max_seq_tokens))
+    options = dataclasses.replace(
+        options, max_segment_tokens=best_segment_tokens(service.settings, fusion.max_seq_tokens)
+    )
     return await queue_samplings(service, items, target, CANDIDATE_SAMPLINGS, options)
 
 
-async def queue_samplings(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                          samplings: tuple[Sampling, ...], options: Options
-                          ) -> list[tuple[Job, "asyncio.Queue[Event]"]]:
+async def queue_samplings(
+    service: Service,
+    items: list[tuple[str, Language | None]],
+    target: Language,
+    samplings: tuple[Sampling, ...],
+    options: Options,
+) -> list[tuple[Job, asyncio.Queue[Event]]]:
     """The texts queued once per decoding setting, together, so that the engine's batch decodes them side by
     side; all or none are queued (a full queue refuses the request before any work)."""
     queued: list[tuple[Job, asyncio.Queue[Event]]] = []
@@ -69,13 +88,12 @@ async def queue_samplings(service: Service, items: list[tuple[str, Language | No
             queued.append(await submit(service, items, target, sampling, options=options))
     except BaseException:
         for job, _ in queued:
-            job.engine.cancel(job)
+            _cancel(job)
         raise
     return queued
 
 
-async def candidates_done(queued: list[tuple[Job, "asyncio.Queue[Event]"]],
-                          request: Request | None) -> list[Job]:
+async def candidates_done(queued: list[tuple[Job, asyncio.Queue[Event]]], request: Request | None) -> list[Job]:
     """The queued candidates once all are translated; the first failure (or the client leaving) cancels the rest."""
     try:
         for job, events in queued:
@@ -83,26 +101,31 @@ async def candidates_done(queued: list[tuple[Job, "asyncio.Queue[Event]"]],
     finally:
         for job, _ in queued:
             if not job.ended:
-                job.engine.cancel(job)
+                _cancel(job)
     return [job for job, _ in queued]
 
 
-async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling) -> tuple[Job, "asyncio.Queue[Event]"]:
+async def submit_fusion(service: Service, jobs: list[Job], sampling: Sampling) -> tuple[Job, asyncio.Queue[Event]]:
     """Quality "best", second half: the candidates fused segment by segment by the fusion model."""
     events: asyncio.Queue[Event] = asyncio.Queue()
     job = await run_in_threadpool(service.fusion_engine().submit_fusion, jobs, sampling, _listener(events))
     return job, events
 
 
-async def run_best(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                   sampling: Sampling, options: Options, request: Request | None) -> Job:
+async def run_best(
+    service: Service,
+    items: list[tuple[str, Language | None]],
+    target: Language,
+    sampling: Sampling,
+    options: Options,
+    request: Request | None,
+) -> Job:
     jobs = await candidates_done(await queue_candidates(service, items, target, options), request)
     job, events = await submit_fusion(service, jobs, sampling)
     return await finished(job, events, request)
 
 
-async def events_until_done(job: Job, events: "asyncio.Queue[Event]",
-                            request: Request | None) -> AsyncIterator[Event]:
+async def events_until_done(job: Job, events: asyncio.Queue[Event], request: Request | None) -> AsyncIterator[Event]:
     """The job's events up to its one terminal event ("done" or "error"); a client that disconnects, or a
     consumer that stops early, has the job cancelled. Token events that queued up while the consumer was busy
     are merged into the latest one (a stream shows the text so far, not each token)."""
@@ -111,7 +134,7 @@ async def events_until_done(job: Job, events: "asyncio.Queue[Event]",
         while True:
             try:
                 event = await asyncio.wait_for(events.get(), timeout=0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if request is not None and await request.is_disconnected():
                     log.info("client left: cancelling job %d", job.id)
                     return
@@ -124,12 +147,18 @@ async def events_until_done(job: Job, events: "asyncio.Queue[Event]",
                 return
     finally:
         if not ended:
-            job.engine.cancel(job)
+            _cancel(job)
 
 
-async def run_to_end(service: Service, items: list[tuple[str, Language | None]], target: Language,
-                     sampling: Sampling, request: Request | None, options: Options = Options(),
-                     quality: str = "standard") -> Job:
+async def run_to_end(
+    service: Service,
+    items: list[tuple[str, Language | None]],
+    target: Language,
+    sampling: Sampling,
+    request: Request | None,
+    options: Options = Options(),
+    quality: str = "standard",
+) -> Job:
     """One request's job to its end: a plain translation, or quality "best" (candidates, then their fusion)."""
     if quality == "best":
         return await run_best(service, items, target, sampling, options, request)
@@ -137,7 +166,7 @@ async def run_to_end(service: Service, items: list[tuple[str, Language | None]],
     return await finished(job, events, request)
 
 
-async def finished(job: Job, events: "asyncio.Queue[Event]", request: Request | None) -> Job:
+async def finished(job: Job, events: asyncio.Queue[Event], request: Request | None) -> Job:
     """The job once it has ended; its error raised."""
     async for _ in events_until_done(job, events, request):
         pass
@@ -146,9 +175,15 @@ async def finished(job: Job, events: "asyncio.Queue[Event]", request: Request | 
     return job
 
 
-async def translate_parts(service: Service, texts: list[str], source: Language | None, target: Language,
-                          sampling: Sampling, request: Request | None,
-                          on_text: Callable[[int, str], None] | None = None) -> list[str]:
+async def translate_parts(
+    service: Service,
+    texts: list[str],
+    source: Language | None,
+    target: Language,
+    sampling: Sampling,
+    request: Request | None,
+    on_text: Callable[[int, str], None] | None = None,
+) -> list[str]:
     """A document's marked texts translated in parts that fit the queue: a long document is not refused for being
     longer than the queue, and other requests keep their turn between its parts. A full queue halves the part,
     down to one text, which then waits for room. on_text(index, translation) as each text is done."""
@@ -157,10 +192,11 @@ async def translate_parts(service: Service, texts: list[str], source: Language |
     waited = 0.0
     while len(results) < len(texts):
         base = len(results)
-        part = texts[base:base + part_size]
+        part = texts[base : base + part_size]
         try:
-            job, events = await submit(service, [(t, source) for t in part], target, sampling,
-                                       options=Options(formatted=True))
+            job, events = await submit(
+                service, [(t, source) for t in part], target, sampling, options=Options(formatted=True)
+            )
         except Overloaded:
             if part_size > 1:
                 part_size = max(1, part_size // 2)

@@ -67,8 +67,9 @@ async def _open(request: Request) -> tuple[Service, pipeline.Upload]:
     service, data = await preamble.begin(request, limit=settings.max_file_bytes)
     upload = data.get("file")
     if not isinstance(upload, UploadFile):
-        raise BadRequest("missing field 'file' (send the document as a multipart/form-data file)",
-                         error_type="missing_field")
+        raise BadRequest(
+            "missing field 'file' (send the document as a multipart/form-data file)", error_type="missing_field"
+        )
     ext = documents.extension(upload.filename or "", upload.content_type)
     content = await upload.read()
     source = parsing.language(data, "source", allow_auto=True, default="auto")

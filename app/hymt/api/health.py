@@ -35,8 +35,17 @@ def snapshot(service: Service) -> Snapshot:
     used, total = service.gpu_memory()
     if engine is None:
         return Snapshot(used, total, service.decision.max_in_flight, None, 0, 0, 0, 0, None)
-    return Snapshot(used, total, engine.scheduler.max_in_flight, engine.attention, engine.queue_depth,
-                    engine.in_flight, engine.kv_used_tokens, engine.runner.stats.oom_events, engine.startup)
+    return Snapshot(
+        used,
+        total,
+        engine.scheduler.max_in_flight,
+        engine.attention,
+        engine.queue_depth,
+        engine.in_flight,
+        engine.kv_used_tokens,
+        engine.runner.stats.oom_events,
+        engine.startup,
+    )
 
 
 async def health(request: Request) -> JSONResponse:
@@ -80,6 +89,10 @@ async def health(request: Request) -> JSONResponse:
 
 
 def _startup(startup: Startup) -> dict:
-    return {"total_s": round(startup.total_s, 2), "load_s": round(startup.load_s, 2),
-            "graphs_s": round(startup.graphs_s, 2), "warmup_s": startup.warmup.get("seconds"),
-            "steps": startup.steps}
+    return {
+        "total_s": round(startup.total_s, 2),
+        "load_s": round(startup.load_s, 2),
+        "graphs_s": round(startup.graphs_s, 2),
+        "warmup_s": startup.warmup.get("seconds"),
+        "steps": startup.steps,
+    }

@@ -25,8 +25,11 @@ def _service(request: Request) -> Service:
 
 def detected_json(d: Detection | None) -> dict:
     # LibreTranslate reports confidence in percent.
-    return {"language": d.language.code, "confidence": round(d.confidence * 100, 1)} if d else \
-        {"language": "auto", "confidence": 0.0}
+    return (
+        {"language": d.language.code, "confidence": round(d.confidence * 100, 1)}
+        if d
+        else {"language": "auto", "confidence": 0.0}
+    )
 
 
 async def translate(request: Request) -> JSONResponse:
@@ -39,8 +42,10 @@ async def translate(request: Request) -> JSONResponse:
     options, quality = parsing.options(data, settings), parsing.quality(data)
     alternatives = parsing.count(data, "alternatives", ALTERNATIVES_LIMIT) or 0
     if alternatives and quality == "best":
-        raise BadRequest("alternatives cannot be combined with quality best (which fuses its candidates into "
-                         "one translation)", error_type="invalid_value")
+        raise BadRequest(
+            "alternatives cannot be combined with quality best (which fuses its candidates into one translation)",
+            error_type="invalid_value",
+        )
     sampling = Sampling(greedy=settings.greedy)
     sources, detections = await preamble.sources(service, quality, texts, source)
 
@@ -65,8 +70,9 @@ async def translate(request: Request) -> JSONResponse:
     else:
         candidates = [job.texts() for job in jobs]
     # Per text: the candidates' distinct translations, best first.
-    chosen = [rank([c[i] for c in candidates]) or [0] for i in range(len(texts))] if alternatives else \
-        [[0]] * len(texts)
+    chosen = (
+        [rank([c[i] for c in candidates]) or [0] for i in range(len(texts))] if alternatives else [[0]] * len(texts)
+    )
     results = [candidates[order[0]][i] for i, order in enumerate(chosen)]
     if fmt == "html":
         fallbacks = sum(fallbacks_of[order[0]][i] for i, order in enumerate(chosen))
@@ -81,7 +87,7 @@ async def translate(request: Request) -> JSONResponse:
     if report is not None:
         body["glossary"] = report
     if "alternatives" in data:
-        found = [[candidates[j][i] for j in order[1:alternatives + 1]] for i, order in enumerate(chosen)]
+        found = [[candidates[j][i] for j in order[1 : alternatives + 1]] for i, order in enumerate(chosen)]
         body["alternatives"] = found if as_list else found[0]
     return JSONResponse(body)
 
@@ -93,8 +99,9 @@ def _glossary_report(jobs: list, chosen: list[int], docs) -> dict | None:
     if not reports or reports[0] is None:
         return None
     owner = [d for d, doc in enumerate(docs) for _ in doc.texts] if docs else list(range(len(chosen)))
-    misses = [miss for j, report in enumerate(reports) for miss in report["misses"]
-              if chosen[owner[miss["document"]]] == j]
+    misses = [
+        miss for j, report in enumerate(reports) for miss in report["misses"] if chosen[owner[miss["document"]]] == j
+    ]
     return {**reports[0], "misses": misses}
 
 
@@ -108,8 +115,16 @@ async def detect_language(request: Request) -> JSONResponse:
 
 def language_list() -> list[dict]:
     codes = [lang.code for lang in LANGUAGES]
-    return [{"code": lang.code, "name": lang.english, "native": lang.native, "chinese": lang.chinese,
-             "targets": [c for c in codes if c != lang.code]} for lang in LANGUAGES]
+    return [
+        {
+            "code": lang.code,
+            "name": lang.english,
+            "native": lang.native,
+            "chinese": lang.chinese,
+            "targets": [c for c in codes if c != lang.code],
+        }
+        for lang in LANGUAGES
+    ]
 
 
 async def languages(request: Request) -> JSONResponse:
@@ -118,9 +133,18 @@ async def languages(request: Request) -> JSONResponse:
 
 async def frontend_settings(request: Request) -> JSONResponse:
     settings = _service(request).settings
-    return JSONResponse({
-        "charLimit": settings.max_chars, "frontendTimeout": 500, "apiKeys": bool(settings.api_keys),
-        "keyRequired": bool(settings.api_keys), "suggestions": False, "filesTranslation": True,
-        "supportedFilesFormat": list(documents.FORMATS),
-        "language": {"source": {"code": "auto", "name": "Auto Detect"}, "target": {"code": "en", "name": "English"}},
-    })
+    return JSONResponse(
+        {
+            "charLimit": settings.max_chars,
+            "frontendTimeout": 500,
+            "apiKeys": bool(settings.api_keys),
+            "keyRequired": bool(settings.api_keys),
+            "suggestions": False,
+            "filesTranslation": True,
+            "supportedFilesFormat": list(documents.FORMATS),
+            "language": {
+                "source": {"code": "auto", "name": "Auto Detect"},
+                "target": {"code": "en", "name": "English"},
+            },
+        }
+    )

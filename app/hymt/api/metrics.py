@@ -11,11 +11,16 @@ from .health import snapshot
 class Metrics:
     def __init__(self, service):
         self.registry = CollectorRegistry()
-        self.requests = Counter("hymt_requests", "HTTP requests by endpoint and status", ["endpoint", "status"],
-                                registry=self.registry)
-        self.latency = Histogram("hymt_request_seconds", "HTTP request latency by endpoint", ["endpoint"],
-                                 registry=self.registry,
-                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+        self.requests = Counter(
+            "hymt_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "hymt_request_seconds",
+            "HTTP request latency by endpoint",
+            ["endpoint"],
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+        )
         self.registry.register(_EngineCollector(service))
 
 
@@ -28,27 +33,47 @@ class _EngineCollector:
         engine = service.engine
         now = snapshot(service)
         yield GaugeMetricFamily("hymt_queue_depth", "Segments waiting for the engine", now.queue_depth)
-        yield GaugeMetricFamily("hymt_gpu_memory_used_bytes", "GPU memory held by the server process",
-                                now.gpu_memory_used_gb * 2 ** 30)
-        yield GaugeMetricFamily("hymt_gpu_memory_total_bytes", "GPU memory of the card (0 without a GPU)",
-                                (now.gpu_memory_total_gb or 0) * 2 ** 30)
+        yield GaugeMetricFamily(
+            "hymt_gpu_memory_used_bytes", "GPU memory held by the server process", now.gpu_memory_used_gb * 2**30
+        )
+        yield GaugeMetricFamily(
+            "hymt_gpu_memory_total_bytes",
+            "GPU memory of the card (0 without a GPU)",
+            (now.gpu_memory_total_gb or 0) * 2**30,
+        )
         decision = service.decision
         info = InfoMetricFamily("hymt_profile", "The active memory profile")
-        info.add_metric([], {"profile": decision.profile, "weights": decision.weights, "kv_cache": decision.kv_cache,
-                             "device": decision.device, "attention": now.attention or "starting",
-                             "phase": service.phase})
+        info.add_metric(
+            [],
+            {
+                "profile": decision.profile,
+                "weights": decision.weights,
+                "kv_cache": decision.kv_cache,
+                "device": decision.device,
+                "attention": now.attention or "starting",
+                "phase": service.phase,
+            },
+        )
         yield info
         for name, doc, value in (
-                ("hymt_kv_cache_tokens", "Tokens the KV cache holds", decision.kv_cache_tokens),
-                ("hymt_kv_cache_bytes", "Bytes of GPU memory given to the KV cache", decision.kv_cache_bytes),
-                ("hymt_max_in_flight", "Segments decoded together at most", now.max_in_flight),
-                ("hymt_in_flight", "Segments being prefilled or decoded", now.in_flight),
-                ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight", now.kv_cache_used_tokens),
-                ("hymt_startup_seconds", "Seconds from start to ready: loading, compiling, graphs, warm-up",
-                 now.startup.total_s if now.startup else 0),
-                ("hymt_draining", "1 while shutting down: new requests get 503", int(service.draining))):
+            ("hymt_kv_cache_tokens", "Tokens the KV cache holds", decision.kv_cache_tokens),
+            ("hymt_kv_cache_bytes", "Bytes of GPU memory given to the KV cache", decision.kv_cache_bytes),
+            ("hymt_max_in_flight", "Segments decoded together at most", now.max_in_flight),
+            ("hymt_in_flight", "Segments being prefilled or decoded", now.in_flight),
+            ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight", now.kv_cache_used_tokens),
+            (
+                "hymt_startup_seconds",
+                "Seconds from start to ready: loading, compiling, graphs, warm-up",
+                now.startup.total_s if now.startup else 0,
+            ),
+            ("hymt_draining", "1 while shutting down: new requests get 503", int(service.draining)),
+        ):
             yield GaugeMetricFamily(name, doc, value)
-        refused = CounterMetricFamily("hymt_refused", "Requests refused at once with 429: expected wait or full queue, rate limit", labels=["reason"])
+        refused = CounterMetricFamily(
+            "hymt_refused",
+            "Requests refused at once with 429: expected wait or full queue, rate limit",
+            labels=["reason"],
+        )
         refused.add_metric(["rate_limit"], service.limits.refused)
         if engine is None:
             yield refused
@@ -58,20 +83,31 @@ class _EngineCollector:
         yield refused
         yield CounterMetricFamily("hymt_admitted", "Requests whose segments were queued", admission.admitted)
         for name, doc, value in (
-                ("hymt_expected_wait_seconds", "Expected wait before the latest request's segments start",
-                 admission.expected_wait_s),
-                ("hymt_max_queue_wait_seconds", "Longest expected wait admitted (HYMT_MAX_QUEUE_WAIT_S)",
-                 admission.max_wait_s),
-                ("hymt_throughput_tokens_per_second", "Output tokens per second under load, measured "
-                 "(the warm-up's figure before any)", admission.tokens_per_s)):
+            (
+                "hymt_expected_wait_seconds",
+                "Expected wait before the latest request's segments start",
+                admission.expected_wait_s,
+            ),
+            (
+                "hymt_max_queue_wait_seconds",
+                "Longest expected wait admitted (HYMT_MAX_QUEUE_WAIT_S)",
+                admission.max_wait_s,
+            ),
+            (
+                "hymt_throughput_tokens_per_second",
+                "Output tokens per second under load, measured (the warm-up's figure before any)",
+                admission.tokens_per_s,
+            ),
+        ):
             yield GaugeMetricFamily(name, doc, value)
         stats = engine.runner.stats
-        for name, doc, value in (("hymt_tokens_in", "Prompt tokens prefilled", stats.tokens_in),
-                                 ("hymt_tokens_out", "Tokens generated", stats.tokens_out),
-                                 ("hymt_segments", "Segments translated", stats.segments),
-                                 ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments",
-                                  now.oom_recoveries),
-                                 ("hymt_preemptions", "Segments requeued after out-of-memory", stats.preemptions)):
+        for name, doc, value in (
+            ("hymt_tokens_in", "Prompt tokens prefilled", stats.tokens_in),
+            ("hymt_tokens_out", "Tokens generated", stats.tokens_out),
+            ("hymt_segments", "Segments translated", stats.segments),
+            ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments", now.oom_recoveries),
+            ("hymt_preemptions", "Segments requeued after out-of-memory", stats.preemptions),
+        ):
             yield CounterMetricFamily(name, doc, value)
         for kind in ("prefill", "decode"):
             yield CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}", stats.steps[kind])

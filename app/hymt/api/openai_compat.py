@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import BadRequest
-from ..languages import LANGUAGES, resolve
+from ..languages import LANGUAGES, Language, resolve
 from ..prompts import Sampling
 from . import parsing, preamble, sse
 from .bridge import events_until_done, run_to_end, submit
@@ -32,24 +32,42 @@ async def models(request: Request) -> JSONResponse:
     # model_extra.
     family = service.engine.family if service.engine else None
     names = [MODEL_NAME] + [f"{MODEL_NAME}:{lang.code}" for lang in LANGUAGES]
-    return JSONResponse({"object": "list", "data": [
-        {"id": n, "object": "model", "created": created, "owned_by": "hymt", "root": family and family.name,
-         "license": family and family.license} for n in names]})
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [
+                {
+                    "id": n,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "hymt",
+                    "root": family and family.name,
+                    "license": family and family.license,
+                }
+                for n in names
+            ],
+        }
+    )
 
 
-def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bool]:
+def _parse(data: dict, settings) -> tuple[str, str, Language | None, Language, Sampling, bool]:
     model = data.get("model", MODEL_NAME)
     if not isinstance(model, str):
         raise BadRequest("model must be a string", error_type="invalid_type")
     name, _, suffix = model.partition(":")
     if name != MODEL_NAME or (":" in model and not suffix):
-        raise BadRequest(f"unknown model {model!r}: use {MODEL_NAME} or {MODEL_NAME}:<target language> "
-                         "(see /v1/models)", error_type="model_not_found")
+        raise BadRequest(
+            f"unknown model {model!r}: use {MODEL_NAME} or {MODEL_NAME}:<target language> (see /v1/models)",
+            error_type="model_not_found",
+        )
     text = _user_text(data.get("messages"), settings)
     target_code = data["target_language"] if "target_language" in data else suffix
     if not target_code:
-        raise BadRequest("no target language: use the model name 'hunyuan-mt:<code>' (e.g. hunyuan-mt:de) "
-                         "or the field target_language", error_type="missing_target_language")
+        raise BadRequest(
+            "no target language: use the model name 'hunyuan-mt:<code>' (e.g. hunyuan-mt:de) "
+            "or the field target_language",
+            error_type="missing_target_language",
+        )
     if not isinstance(target_code, str):
         raise BadRequest("target_language must be a language code string", error_type="invalid_type")
     target = resolve(target_code, "target language")
@@ -60,8 +78,9 @@ def _parse(data: dict, settings) -> tuple[str, str, object, object, Sampling, bo
     # Below MIN_TEMPERATURE sampling is argmax in all but name, and dividing logits by a subnormal number
     # overflows them (a whole batch's step would fail).
     greedy = settings.greedy or temperature < MIN_TEMPERATURE
-    sampling = Sampling(greedy=greedy) if "temperature" not in data or greedy else \
-        Sampling(temperature=float(temperature))
+    sampling = (
+        Sampling(greedy=greedy) if "temperature" not in data or greedy else Sampling(temperature=float(temperature))
+    )
     return model, text, source, target, sampling, parsing.flag(data, "stream")
 
 
@@ -72,23 +91,30 @@ def _user_text(messages, settings) -> str:
     found = None
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ROLES or "content" not in message:
-            raise BadRequest(f"messages[{i}] must be an object with a role ({', '.join(ROLES)}) and a content",
-                             error_type="invalid_value")
+            raise BadRequest(
+                f"messages[{i}] must be an object with a role ({', '.join(ROLES)}) and a content",
+                error_type="invalid_value",
+            )
         content = message["content"]
         if isinstance(content, list):
             if len(content) > settings.max_texts:
-                raise BadRequest(f"messages[{i}] has {len(content)} parts; the limit is {settings.max_texts}",
-                                 error_type="too_many_texts")
-            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-                       for p in content):
-                raise BadRequest(f"messages[{i}].content parts must be {{\"type\": \"text\", \"text\": ...}}",
-                                 error_type="invalid_value")
+                raise BadRequest(
+                    f"messages[{i}] has {len(content)} parts; the limit is {settings.max_texts}",
+                    error_type="too_many_texts",
+                )
+            if not all(
+                isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content
+            ):
+                raise BadRequest(
+                    f'messages[{i}].content parts must be {{"type": "text", "text": ...}}', error_type="invalid_value"
+                )
             parts = [p["text"] for p in content]
         elif isinstance(content, str):
             parts = [content]
         else:
-            raise BadRequest(f"messages[{i}].content must be a string or a list of text parts",
-                             error_type="invalid_type")
+            raise BadRequest(
+                f"messages[{i}].content must be a string or a list of text parts", error_type="invalid_type"
+            )
         for part in parts:
             parsing.check_length(part, settings)
         if message["role"] == "user" and "".join(parts).strip():
@@ -100,6 +126,7 @@ def _user_text(messages, settings) -> str:
 
 async def chat_completions(request: Request):
     service, data = await preamble.begin(request, forms=False)
+    engine = service.ready_engine()  # ready: begin() has just made sure
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
     (src,), _ = await preamble.sources(service, quality, [text], source)
@@ -110,14 +137,24 @@ async def chat_completions(request: Request):
     def chunk(delta: dict | None, finish: str | None = None, **extra) -> str:
         # With stream_options.include_usage every chunk has "usage" (null but in the last), as OpenAI sends it.
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": choices, **({"usage": None} if include_usage else {}), **extra}
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": choices,
+            **({"usage": None} if include_usage else {}),
+            **extra,
+        }
         return sse.data(body)
 
     def usage(job) -> dict:
-        tokens_in = service.engine.runner.count_tokens(text)
-        return {"prompt_tokens": tokens_in, "completion_tokens": job.tokens_out,
-                "total_tokens": tokens_in + job.tokens_out}
+        tokens_in = engine.runner.count_tokens(text)
+        return {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": job.tokens_out,
+            "total_tokens": tokens_in + job.tokens_out,
+        }
 
     def ending(job) -> list[str]:
         end = [chunk({}, "stop", glossary=job.glossary_report())]
@@ -131,12 +168,19 @@ async def chat_completions(request: Request):
         (translated,) = job.texts()
         if stream:
             return sse.response(request, _chunks([chunk({"role": "assistant", "content": translated})] + ending(job)))
-        return JSONResponse({
-            "id": completion_id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": translated},
-                         "finish_reason": "stop"}],
-            "usage": usage(job), "glossary": job.glossary_report(),
-        })
+        return JSONResponse(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": translated}, "finish_reason": "stop"}
+                ],
+                "usage": usage(job),
+                "glossary": job.glossary_report(),
+            }
+        )
 
     job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
 
@@ -145,12 +189,13 @@ async def chat_completions(request: Request):
         sent = ""
         async for event in events_until_done(job, events, request):
             if event.kind == "error":
+                assert event.error is not None  # an error event carries its error
                 raise event.error
             # Send what the text so far adds to what was sent. A finished segment's cleaned text can differ from
             # its raw stream (a runaway repetition cut): then nothing more is sent until they agree again.
-            (done,) = job.texts() if event.kind == "done" else job.settled_texts(service.engine.decode)
+            (done,) = job.texts() if event.kind == "done" else job.settled_texts(engine.decode)
             if len(done) > len(sent) and done.startswith(sent):
-                yield chunk({"content": done[len(sent):]})
+                yield chunk({"content": done[len(sent) :]})
                 sent = done
         for line in ending(job):
             yield line

@@ -18,12 +18,19 @@ UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 def _result(job, detected: dict | None, quality: str) -> dict:
     (text,) = job.texts()
-    return {"translatedText": text, "segments": job.num_segments, **job.flags(), "detectedLanguage": detected,
-            "quality": quality, "glossary": job.glossary_report()}
+    return {
+        "translatedText": text,
+        "segments": job.num_segments,
+        **job.flags(),
+        "detectedLanguage": detected,
+        "quality": quality,
+        "glossary": job.glossary_report(),
+    }
 
 
 async def translate(request: Request) -> Response:
     service, data = await preamble.begin(request, forms=False)
+    engine = service.ready_engine()  # ready: begin() has just made sure
     settings = service.settings
     (text,), _ = parsing.texts(data, "text", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
@@ -46,10 +53,13 @@ async def translate(request: Request) -> Response:
         async for event in events_until_done(job, events, request):
             if event.kind in ("token", "segment"):
                 # "token": the text so far, the segment being generated included; "progress": a segment ended.
-                (partial,) = job.settled_texts(service.engine.decode if event.kind == "token" else None)
-                yield sse.event("progress" if event.kind == "segment" else "token",
-                                {"done": event.num_done, "total": job.num_segments, "partial": partial})
+                (partial,) = job.settled_texts(engine.decode if event.kind == "token" else None)
+                yield sse.event(
+                    "progress" if event.kind == "segment" else "token",
+                    {"done": event.num_done, "total": job.num_segments, "partial": partial},
+                )
             elif event.kind == "error":
+                assert event.error is not None  # an error event carries its error
                 raise event.error
             elif event.kind == "done":
                 yield sse.event("done", _result(job, detected, quality))
@@ -69,6 +79,7 @@ async def _best_stream(service: Service, request: Request, queued, sampling, det
             (partial,) = job.settled_texts()
             yield sse.event("progress", {"done": event.num_done, "total": job.num_segments, "partial": partial})
         elif event.kind == "error":
+            assert event.error is not None  # an error event carries its error
             raise event.error
         elif event.kind == "done":
             yield sse.event("done", _result(job, detected, "best"))

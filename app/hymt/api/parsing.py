@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Literal, overload
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import UploadFile
@@ -53,8 +54,13 @@ async def read_body(request: Request, settings: Settings, forms: bool = True, li
     data = await _read_body(request, settings, forms, limit)
     if forms and request.url.query and (isinstance(data, FormData) or not data):
         try:
-            query = parse_qsl(request.url.query, keep_blank_values=True, encoding="utf-8", errors="strict",
-                              max_num_fields=MAX_FORM_FIELDS)
+            query = parse_qsl(
+                request.url.query,
+                keep_blank_values=True,
+                encoding="utf-8",
+                errors="strict",
+                max_num_fields=MAX_FORM_FIELDS,
+            )
         except UnicodeDecodeError:
             raise BadRequest("the query string is not UTF-8 text", error_type="invalid_text") from None
         except ValueError as exc:
@@ -74,16 +80,26 @@ async def _read_body(request: Request, settings: Settings, forms: bool, limit: i
         # Parsed here rather than by Starlette, which turns bytes that are not UTF-8 into U+FFFD silently.
         body = await _read_limited(request, limit)
         try:
-            fields = parse_qsl(body.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict",
-                               max_num_fields=MAX_FORM_FIELDS)
+            fields = parse_qsl(
+                body.decode("utf-8"),
+                keep_blank_values=True,
+                encoding="utf-8",
+                errors="strict",
+                max_num_fields=MAX_FORM_FIELDS,
+            )
         except UnicodeDecodeError:
             raise BadRequest("the form is not UTF-8 text", error_type="invalid_text") from None
         except ValueError as exc:
             raise BadRequest(f"invalid form: {exc}") from None
         return _form_data(fields)
     if forms and content_type == "multipart/form-data":
-        parser = _TextPartsChecked(request.headers, request.stream(), max_part_size=limit, max_fields=MAX_FORM_FIELDS,
-                                   max_files=MAX_FORM_FIELDS)
+        parser = _TextPartsChecked(
+            request.headers,
+            request.stream(),
+            max_part_size=limit,
+            max_fields=MAX_FORM_FIELDS,
+            max_files=MAX_FORM_FIELDS,
+        )
         try:
             form = await parser.parse()
         except _NotText as exc:
@@ -158,12 +174,15 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise BadRequest(f"the text holds an invalid character (a lone surrogate at position {exc.start}): "
-                         "send valid Unicode", error_type="invalid_text") from None
+        raise BadRequest(
+            f"the text holds an invalid character (a lone surrogate at position {exc.start}): send valid Unicode",
+            error_type="invalid_text",
+        ) from None
 
 
-async def read_request(request: Request, settings: Settings, limits: Limits | None = None,
-                       forms: bool = True, limit: int | None = None) -> dict:
+async def read_request(
+    request: Request, settings: Settings, limits: Limits | None = None, forms: bool = True, limit: int | None = None
+) -> dict:
     """The body of a request that needs an API key (when keys are configured): read, the key checked, then the
     rate limits of the key and of the client's address."""
     data = await read_body(request, settings, forms, limit)
@@ -208,8 +227,9 @@ def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:
     if as_list and not items:
         raise BadRequest(f"field {field!r} is an empty list", error_type="empty_text")
     if len(items) > settings.max_texts:
-        raise BadRequest(f"{len(items)} texts in one request; the limit is {settings.max_texts}",
-                         error_type="too_many_texts")
+        raise BadRequest(
+            f"{len(items)} texts in one request; the limit is {settings.max_texts}", error_type="too_many_texts"
+        )
     for i, item in enumerate(items):
         if not isinstance(item, str):
             where = f"{field}[{i}]" if as_list else field
@@ -222,10 +242,15 @@ def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:
 
 def check_length(text: str, settings: Settings) -> None:
     if len(text) > settings.max_chars:
-        raise BadRequest(f"text of {len(text)} characters is over the limit of {settings.max_chars}",
-                         error_type="text_too_long")
+        raise BadRequest(
+            f"text of {len(text)} characters is over the limit of {settings.max_chars}", error_type="text_too_long"
+        )
 
 
+@overload
+def language(data: dict, field: str, *, allow_auto: Literal[False], default: str | None = None) -> Language: ...
+@overload
+def language(data: dict, field: str, *, allow_auto: bool, default: str | None = None) -> Language | None: ...
 def language(data: dict, field: str, *, allow_auto: bool, default: str | None = None) -> Language | None:
     """A language field; None means auto-detect (only where allowed)."""
     value = data.get(field, default)
@@ -271,11 +296,15 @@ def options(data: dict, settings: Settings) -> Options:
         try:
             value = json.loads(value) if value.strip() else None
         except ValueError:
-            raise BadRequest("glossary must be a JSON list of {\"source\", \"target\"} objects",
-                             error_type="invalid_json") from None
-    return Options(glossary=tuple(parse_request(value)), context=flag(data, "context", settings.context),
-                   style=instruction(data, "style", MAX_STYLE_CHARS),
-                   background=instruction(data, "background", settings.max_chars))
+            raise BadRequest(
+                'glossary must be a JSON list of {"source", "target"} objects', error_type="invalid_json"
+            ) from None
+    return Options(
+        glossary=tuple(parse_request(value)),
+        context=flag(data, "context", settings.context),
+        style=instruction(data, "style", MAX_STYLE_CHARS),
+        background=instruction(data, "background", settings.max_chars),
+    )
 
 
 def instruction(data: dict, field: str, max_chars: int) -> str | None:
@@ -288,8 +317,9 @@ def instruction(data: dict, field: str, max_chars: int) -> str | None:
     if not value.strip():
         raise BadRequest(f"{field} is blank: leave it out (or null) for none", error_type="empty_text")
     if len(value) > max_chars:
-        raise BadRequest(f"{field} of {len(value)} characters is over the limit of {max_chars}",
-                         error_type="text_too_long")
+        raise BadRequest(
+            f"{field} of {len(value)} characters is over the limit of {max_chars}", error_type="text_too_long"
+        )
     return value.strip()
 
 
@@ -308,6 +338,7 @@ def count(data: dict, field: str, maximum: int) -> int | None:
     if isinstance(value, float) and value.is_integer():  # JSON Schema counts 1.0 as an integer
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise BadRequest(f"{field} must be a whole number from 0 to {maximum}, not {value!r}",
-                         error_type="invalid_value")
+        raise BadRequest(
+            f"{field} must be a whole number from 0 to {maximum}, not {value!r}", error_type="invalid_value"
+        )
     return value

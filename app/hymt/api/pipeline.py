@@ -5,8 +5,8 @@ bridge (progress comes from the jobs' own events), and finish the file off the e
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -36,20 +36,23 @@ class Upload:
     target: Language
 
 
-async def open_upload(settings: Settings, ext: str, filename: str, content: bytes, source: Language | None,
-                      target: Language) -> Upload:
+async def open_upload(
+    settings: Settings, ext: str, filename: str, content: bytes, source: Language | None, target: Language
+) -> Upload:
     """The document (of format `ext`, documents.extension) read after the hostile-file checks, and its language
     detected, off the event loop."""
-    prepared = await run_in_threadpool(documents.open_document, ext, content, target.code,
-                                       documents.Limits.of(settings))
+    prepared = await run_in_threadpool(
+        documents.open_document, ext, content, target.code, documents.Limits.of(settings)
+    )
     if source is None and prepared.texts:
         found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None
     return Upload(ext, documents.download_name(filename, ext, target.code), prepared, source, target)
 
 
-async def translate(service: Service, upload: Upload, request: Request | None,
-                    on_progress: Callable[[int, int], None] | None = None) -> documents.Result:
+async def translate(
+    service: Service, upload: Upload, request: Request | None, on_progress: Callable[[int, int], None] | None = None
+) -> documents.Result:
     """The translated file; on_progress(settled, total) as its texts settle. A client that leaves has the jobs
     cancelled (the bridge's)."""
     sampling = Sampling(greedy=service.settings.greedy)
@@ -61,13 +64,15 @@ async def translate(service: Service, upload: Upload, request: Request | None,
     return await run_in_threadpool(documents.finish, upload.prepared, translated.texts, translated.paths)
 
 
-async def translate_with_progress(service: Service, upload: Upload,
-                                  request: Request | None) -> AsyncIterator[Progress | documents.Result]:
+async def translate_with_progress(
+    service: Service, upload: Upload, request: Request | None
+) -> AsyncIterator[Progress | documents.Result]:
     """translate() as a stream: each progress step as it happens, then the translated file (or its error). A
     consumer that stops early has the translation stopped."""
     steps: asyncio.Queue[Progress | None] = asyncio.Queue()
-    work = asyncio.ensure_future(translate(service, upload, request,
-                                           lambda done, total: steps.put_nowait((done, total))))
+    work = asyncio.ensure_future(
+        translate(service, upload, request, lambda done, total: steps.put_nowait((done, total)))
+    )
     work.add_done_callback(lambda _: steps.put_nowait(None))
     try:
         while (step := await steps.get()) is not None:
@@ -87,20 +92,22 @@ def _read_fragments(texts: list[str], target: Language) -> list[documents.Prepar
     return [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
 
 
-async def write_fragments(texts: list[str], target: Language, fragments: list[documents.Prepared],
-                          jobs: list[Job]) -> list[list[documents.Result]]:
+async def write_fragments(
+    texts: list[str], target: Language, fragments: list[documents.Prepared], jobs: list[Job]
+) -> list[list[documents.Result]]:
     """Per job (each a candidate translation of all the fragments' texts, in order), the fragments written back,
     off the event loop. Each candidate after the first is written into its own fresh copy of the fragments."""
     return await run_in_threadpool(_write_fragments, texts, target, fragments, jobs)
 
 
-def _write_fragments(texts: list[str], target: Language, fragments: list[documents.Prepared],
-                     jobs: list[Job]) -> list[list[documents.Result]]:
+def _write_fragments(
+    texts: list[str], target: Language, fragments: list[documents.Prepared], jobs: list[Job]
+) -> list[list[documents.Result]]:
     written = []
     for n, flat in enumerate([job.texts() for job in jobs] or [[]]):  # no jobs: no fragment had words
         pos, results = 0, []
         for fragment in fragments if n == 0 else _read_fragments(texts, target):
-            results.append(documents.finish(fragment, flat[pos:pos + len(fragment.texts)]))
+            results.append(documents.finish(fragment, flat[pos : pos + len(fragment.texts)]))
             pos += len(fragment.texts)
         written.append(results)
     return written

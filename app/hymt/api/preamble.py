@@ -22,8 +22,9 @@ async def begin(request: Request, forms: bool = True, limit: int | None = None) 
     return service, data
 
 
-async def sources(service: Service, quality: str, texts: list[str], source: Language | None
-                  ) -> tuple[list[Language | None], list[Detection | None]]:
+async def sources(
+    service: Service, quality: str, texts: list[str], source: Language | None
+) -> tuple[list[Language | None], list[Detection | None]]:
     """Per text, its source language: the given one, or the one detected (None when undetectable) with the
     detection. Quality "best" is refused here first, before any detection work, when it is unavailable."""
     if quality == "best":
@@ -31,8 +32,7 @@ async def sources(service: Service, quality: str, texts: list[str], source: Lang
     return await run_in_threadpool(_detect_sources, texts, source)
 
 
-def _detect_sources(texts: list[str], source: Language | None
-                    ) -> tuple[list[Language | None], list[Detection | None]]:
+def _detect_sources(texts: list[str], source: Language | None) -> tuple[list[Language | None], list[Detection | None]]:
     if source is not None:
         return [source] * len(texts), [None] * len(texts)
     found = [detect(text) for text in texts]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import Overloaded
 
@@ -47,8 +47,7 @@ class RateLimit:
             return max(1, math.ceil((1.0 - bucket.tokens) / rate))
 
     def _forget_full(self, now: float, rate: float) -> None:
-        self._buckets = {who: b for who, b in self._buckets.items()
-                         if b.tokens + (now - b.at) * rate < self.per_minute}
+        self._buckets = {who: b for who, b in self._buckets.items() if b.tokens + (now - b.at) * rate < self.per_minute}
 
 
 class Limits:
@@ -68,5 +67,8 @@ class Limits:
             wait = limit.retry_after_s(str(who))
             if wait:
                 self.refused += 1
-                raise Overloaded(f"rate limit of this {what} reached ({limit.per_minute} requests a minute); "
-                                 f"try again in {wait} s", wait, error_type="rate_limited")
+                raise Overloaded(
+                    f"rate limit of this {what} reached ({limit.per_minute} requests a minute); try again in {wait} s",
+                    wait,
+                    error_type="rate_limited",
+                )

@@ -74,8 +74,14 @@ def serve(settings: Settings) -> None:
             server.should_exit = True
 
     app = create_app(settings, decision, on_fatal=on_fatal)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1, log_level=settings.log_level,
-                            timeout_graceful_shutdown=10)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        workers=1,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
     logging.getLogger("uvicorn.access").addFilter(_RedactKeys())
     server = DrainingServer(config, app.state.service)
     server.run()

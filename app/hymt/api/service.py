@@ -7,12 +7,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from .. import detect
 from ..engine.engine import Engine
 from ..engine.startup import start
-from .. import detect
 from ..errors import HymtError, NotReady
 from ..planner.decision import Decision
 from ..planner.fusion import fusion_settings
@@ -83,8 +83,10 @@ class Service:
             # A checkpoint whose name says nothing is taken at the setting's word; one named otherwise is refused.
             if not fusion.family.fusion and fusion.identified.source != "assumed":
                 fusion.stop()
-                raise HymtError(f"HYMT_FUSION_MODEL holds {fusion.family.name} (told by its "
-                                f"{fusion.identified.source}), not Hunyuan-MT-Chimera-7B")
+                raise HymtError(
+                    f"HYMT_FUSION_MODEL holds {fusion.family.name} (told by its "
+                    f"{fusion.identified.source}), not Hunyuan-MT-Chimera-7B"
+                )
             self.fusion = fusion
         except Exception as exc:  # noqa: BLE001 - the translation model serves on without quality "best"
             self.fusion_error = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
@@ -92,8 +94,11 @@ class Service:
 
     def ready_engine(self) -> Engine:
         if self.draining:
-            raise NotReady("the server is shutting down and takes no new requests; try again shortly",
-                           max(1, round(self.settings.drain_grace_s)), error_type="draining")
+            raise NotReady(
+                "the server is shutting down and takes no new requests; try again shortly",
+                max(1, round(self.settings.drain_grace_s)),
+                error_type="draining",
+            )
         if self.engine is None:
             raise NotReady(self.load_error or f"the server is starting ({self.phase}); try again shortly")
         if not self.engine.alive:
@@ -103,8 +108,10 @@ class Service:
     def fusion_engine(self) -> Engine:
         """The engine that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
         engine = self.ready_engine()
-        if self._fusion_up():
-            return engine if self.decision.fusion.placement == "same" else self.fusion
+        if self.decision.fusion.placement == "same":
+            return engine
+        if self.fusion is not None and self.fusion.alive:
+            return self.fusion
         why = self.fusion_error or self.decision.fusion.reason or "no fusion model"
         raise HymtError(f"quality best is not available: {why}", error_type="quality_unavailable", status=422)
 
@@ -115,11 +122,14 @@ class Service:
     def quality_json(self) -> dict:
         """What /health says about quality "best"."""
         fusion = self.decision.fusion
-        return {"best": self.engine is not None and self._fusion_up(), "placement": fusion.placement,
-                "reason": self.fusion_error or fusion.reason,
-                "fusion_profile": fusion.decision.profile if fusion.decision else None,
-                "fusion_model": self.fusion.family.name if self.fusion else None,
-                "candidates": len(CANDIDATE_SAMPLINGS)}
+        return {
+            "best": self.engine is not None and self._fusion_up(),
+            "placement": fusion.placement,
+            "reason": self.fusion_error or fusion.reason,
+            "fusion_profile": fusion.decision.profile if fusion.decision else None,
+            "fusion_model": self.fusion.family.name if self.fusion else None,
+            "candidates": len(CANDIDATE_SAMPLINGS),
+        }
 
     def stop_engines(self) -> None:
         """End what the engines hold with an error, and stop them."""
@@ -138,8 +148,9 @@ class Service:
             return "unhealthy"
         if self.engine is None:
             return "loading"
-        recent_oom = (self.engine.last_oom_at is not None
-                      and time.monotonic() - self.engine.last_oom_at < DEGRADED_AFTER_OOM_S)
+        recent_oom = (
+            self.engine.last_oom_at is not None and time.monotonic() - self.engine.last_oom_at < DEGRADED_AFTER_OOM_S
+        )
         if recent_oom or self.engine.queue_depth > 0.8 * self.settings.max_queue_segments:
             return "degraded"
         return "healthy"

@@ -5,7 +5,7 @@ the same error answered as JSON (failures.error_body), whatever went wrong after
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse

@@ -4,7 +4,7 @@ same format with the same structure. One module per format family; base.py holds
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import BadRequest, HymtError, PayloadTooLarge, UnsupportedFormat
 from ..settings import Settings
@@ -41,8 +41,18 @@ XML = {".xliff", ".xlf"}
 LINES = {".txt", ".md", ".srt", ".vtt", ".po", ".pot"}
 DEFAULT_LIMITS = Limits.of(Settings())
 
-__all__ = ["FORMATS", "Limits", "Prepared", "Result", "extension", "finish", "media_type", "media_types", "open_document",
-           "prepare"]
+__all__ = [
+    "FORMATS",
+    "Limits",
+    "Prepared",
+    "Result",
+    "extension",
+    "finish",
+    "media_type",
+    "media_types",
+    "open_document",
+    "prepare",
+]
 
 
 def media_types() -> dict[str, str]:
@@ -63,8 +73,10 @@ def extension(filename: str, media: str | None = None) -> str:
     if by_type:
         return by_type
     shown = ext or "a file without an extension"
-    raise UnsupportedFormat(f"{shown} is not a supported format; supported: {', '.join(FORMATS)} (a file named "
-                            "otherwise is read by its part's Content-Type: the media types in /openapi.json)")
+    raise UnsupportedFormat(
+        f"{shown} is not a supported format; supported: {', '.join(FORMATS)} (a file named "
+        "otherwise is read by its part's Content-Type: the media types in /openapi.json)"
+    )
 
 
 def download_name(uploaded: str, ext: str, target: str) -> str:
@@ -99,7 +111,8 @@ def open_document(ext: str, data: bytes, target: str, limits: Limits = DEFAULT_L
     except HymtError:
         raise
     except Exception as exc:  # noqa: BLE001 - each library has its own errors for a damaged file
-        raise BadRequest(f"could not read this {ext} file: {type(exc).__name__}: {exc}",
-                         error_type="invalid_file") from None
+        raise BadRequest(
+            f"could not read this {ext} file: {type(exc).__name__}: {exc}", error_type="invalid_file"
+        ) from None
     guard.check_segments(prepared.texts, ext, limits)
     return prepared

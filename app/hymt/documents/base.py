@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import GenerationError
 from . import inline
 from .inline import Item
-
 
 # HY-MT1.5's formatted-translation prompt asks for <target>...</target> around the answer.
 _TARGET_WRAPPER = re.compile(r"^\s*<target>|</target>\s*$")
@@ -34,7 +33,7 @@ class Extraction:
     """What a format reader gives: the segments, and how to write the file from their outcomes (same order)."""
 
     segments: list[list[Item]]
-    write: Callable[[list[Outcome]], bytes]
+    write: Callable[[list[Outcome]], bytes | str]  # str for an HTML fragment (the API's format: html)
 
 
 @dataclass
@@ -69,14 +68,17 @@ PATHS = ("markers", "strict", "runs")
 
 @dataclass
 class Result:
-    data: bytes
+    data: bytes | str  # str for an HTML fragment
     segments: int
     markup_fallbacks: int
     paths: Counter = field(default_factory=Counter)  # segments with markup by the path they took (PATHS)
 
     def report(self) -> dict:
-        return {"segments": self.segments, "markup_fallback_segments": self.markup_fallbacks,
-                "markup_segments": {**{path: self.paths[path] for path in PATHS}, "safe_form": self.markup_fallbacks}}
+        return {
+            "segments": self.segments,
+            "markup_fallback_segments": self.markup_fallbacks,
+            "markup_segments": {**{path: self.paths[path] for path in PATHS}, "safe_form": self.markup_fallbacks},
+        }
 
 
 def clean(translation: str) -> str:
@@ -93,7 +95,7 @@ def prepare(extraction: Extraction) -> Prepared:
         encoded = inline.encode(items)
         text, table = encoded if encoded else (words, None)
         core = text.strip()
-        lead, trail = text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):]
+        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
         prepared.sent.append(_Sent(index, lead, core, trail, table or None))
     return prepared
 
@@ -127,8 +129,9 @@ def finish(prepared: Prepared, translations: list[str], paths: list[str | None] 
     return Result(prepared.extraction.write(outcomes), len(prepared.sent), fallbacks, counted)
 
 
-def each_translated(targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None],
-                    save: Callable[[], bytes]) -> Extraction:
+def each_translated(
+    targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None], save: Callable[[], bytes]
+) -> Extraction:
     """The common writer: each translated segment's outcome applied to its target (same order), then the file saved."""
 
     def write(outcomes: list[Outcome]) -> bytes:
@@ -147,7 +150,7 @@ def combine(parts: list[Extraction], after: Callable[[list[bytes]], bytes]) -> E
     def write(outcomes: list[Outcome]) -> bytes:
         written, pos = [], 0
         for part in parts:
-            written.append(part.write(outcomes[pos:pos + len(part.segments)]))
+            written.append(part.write(outcomes[pos : pos + len(part.segments)]))
             pos += len(part.segments)
         return after(written)
 

@@ -14,8 +14,7 @@ from .html import read_xhtml
 
 def read(data: bytes, target: str) -> Extraction:
     book = epub.read_epub(io.BytesIO(data))
-    chapters = [item for item in book.get_items_of_type(ebooklib.ITEM_DOCUMENT)
-                if not isinstance(item, epub.EpubNav)]
+    chapters = [item for item in book.get_items_of_type(ebooklib.ITEM_DOCUMENT) if not isinstance(item, epub.EpubNav)]
     parts = [read_xhtml(item.get_content(), target) for item in chapters] + [_toc_titles(book.toc)]
     book.language = target
     book.metadata.setdefault(epub.NAMESPACES["DC"], {})["language"] = [(target, {})]
@@ -45,8 +44,12 @@ def _toc_titles(toc) -> Extraction:
 
     walk(toc)
 
-    return each_translated(entries, [[entry.title] for entry in entries],
-                           lambda entry, outcome: setattr(entry, "title", "".join(outcome.items)), lambda: b"")
+    return each_translated(
+        entries,
+        [[entry.title] for entry in entries],
+        lambda entry, outcome: setattr(entry, "title", "".join(outcome.items)),
+        lambda: b"",
+    )
 
 
 def _name_toc_entries(toc, names=None) -> None:

@@ -14,7 +14,8 @@ from .text import decode_utf8
 
 PLACEHOLDER = re.compile(
     r"%(?:\d+\$)?(?:\([\w.]+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsaApn%]"
-    r"|\{\{|\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}")
+    r"|\{\{|\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}"
+)
 
 
 def placeholders_as_voids(text: str) -> list[Item]:
@@ -22,7 +23,7 @@ def placeholders_as_voids(text: str) -> list[Item]:
     pos = 0
     for match in PLACEHOLDER.finditer(text):
         if match.start() > pos:
-            items.append(text[pos:match.start()])
+            items.append(text[pos : match.start()])
         items.append(Void(match.group(0)))
         pos = match.end()
     if pos < len(text):

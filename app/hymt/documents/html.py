@@ -18,11 +18,61 @@ from .guard import parser as xml_parser
 from .inline import Item
 from .xmlinline import items_of, localname, replace_run
 
-INLINE = {"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em", "font", "i", "ins", "label",
-          "mark", "q", "s", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u"}
+INLINE = {
+    "a",
+    "abbr",
+    "b",
+    "bdi",
+    "bdo",
+    "big",
+    "cite",
+    "data",
+    "del",
+    "dfn",
+    "em",
+    "font",
+    "i",
+    "ins",
+    "label",
+    "mark",
+    "q",
+    "s",
+    "small",
+    "span",
+    "strike",
+    "strong",
+    "sub",
+    "sup",
+    "time",
+    "tt",
+    "u",
+}
 # Inline, but their content is not prose to translate: carried whole inside the sentence.
-OPAQUE = {"audio", "br", "button", "canvas", "code", "embed", "iframe", "img", "input", "kbd", "math", "object",
-          "picture", "samp", "select", "svg", "textarea", "var", "video", "wbr", "script", "style", "noscript"}
+OPAQUE = {
+    "audio",
+    "br",
+    "button",
+    "canvas",
+    "code",
+    "embed",
+    "iframe",
+    "img",
+    "input",
+    "kbd",
+    "math",
+    "object",
+    "picture",
+    "samp",
+    "select",
+    "svg",
+    "textarea",
+    "var",
+    "video",
+    "wbr",
+    "script",
+    "style",
+    "noscript",
+}
 SKIP = {"script", "style", "pre", "code", "kbd", "samp", "textarea", "svg", "math", "template", "noscript", "head"}
 ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"

@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any
 
 from ..prompts import MARKER
 
 
 @dataclass(eq=False)
 class Tag:
-    payload: object
-    children: list["Item"] = field(default_factory=list)
+    payload: Any  # the format's own element (an lxml element, a run, a markdown token)
+    children: list[Item] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Void:
-    payload: object
+    payload: Any
 
 
-Item = Union[str, Tag, Void]
+Item = str | Tag | Void
 
 
 def plain(items: list[Item]) -> str:
@@ -88,7 +88,7 @@ def restore(translation: str, table: dict[int, Tag | Void]) -> list[Item] | None
         closing, n, void = match.group(1) == "/", int(match.group(2)), match.group(3) == "/"
         current = stack[-1][2] if stack else root
         if match.start() > pos:
-            current.append(translation[pos:match.start()])
+            current.append(translation[pos : match.start()])
         pos = match.end()
         item = table.get(n)
         if item is None or (closing and void):

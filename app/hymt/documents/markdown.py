@@ -39,8 +39,11 @@ def _items(children) -> list[Item]:
             current.append(Void(f"<{tok.attrs.get('href', '')}>"))
             stack.append(("skip", []))
         elif tok.type in _PAIRS:
-            tag = Tag(("link", tok.attrs.get("href", ""), tok.attrs.get("title")) if tok.type == "link_open"
-                      else ("emphasis", tok.markup))
+            tag = Tag(
+                ("link", tok.attrs.get("href", ""), tok.attrs.get("title"))
+                if tok.type == "link_open"
+                else ("emphasis", tok.markup)
+            )
             current.append(tag)
             stack.append((_PAIRS[tok.type], tag.children))
         elif len(stack) > 1 and tok.type == stack[-1][0] or (stack[-1][0] == "skip" and tok.type == "link_close"):

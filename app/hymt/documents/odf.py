@@ -44,8 +44,10 @@ def _in_value_cell(p) -> bool:
         if ancestor.tag == _ANNOTATION:
             return False
         if ancestor.tag == _CELL:
-            return (ancestor.get(f"{{{OFFICE}}}value-type", "string") != "string"
-                    or ancestor.get(f"{{{TABLE}}}formula") is not None)
+            return (
+                ancestor.get(f"{{{OFFICE}}}value-type", "string") != "string"
+                or ancestor.get(f"{{{TABLE}}}formula") is not None
+            )
     return False
 
 
@@ -63,8 +65,9 @@ def _part(root, scope) -> Extraction:
             replace_run(el, 0, list(el), outcome.items, lambda text: setattr(el, "text", text))
 
     targets = [("p", p) for p in paragraphs] + [("alt", el) for el in alts]
-    return each_translated(targets, segments, apply, lambda: etree.tostring(root, xml_declaration=True,
-                                                                             encoding="UTF-8"))
+    return each_translated(
+        targets, segments, apply, lambda: etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+    )
 
 
 def read(data: bytes, target: str) -> Extraction:
@@ -96,8 +99,9 @@ def read(data: bytes, target: str) -> Extraction:
             for info in archive.infolist():
                 if info.filename != "mimetype":
                     # A copy: writing fills in the entry's offsets, and the source's must stay as they are.
-                    package.writestr(copy.copy(info), replaced[info.filename] if info.filename in replaced
-                                     else archive.read(info))
+                    package.writestr(
+                        copy.copy(info), replaced[info.filename] if info.filename in replaced else archive.read(info)
+                    )
         return out.getvalue()
 
     return combine(list(parts.values()), after)

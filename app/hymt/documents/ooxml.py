@@ -32,8 +32,12 @@ class Schema:
         return f"{{{self.ns}}}{name}"
 
 
-WORD = Schema("http://schemas.openxmlformats.org/wordprocessingml/2006/main", link="hyperlink",
-              dropped=("proofErr", "lastRenderedPageBreak"), preserve_space=True)
+WORD = Schema(
+    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    link="hyperlink",
+    dropped=("proofErr", "lastRenderedPageBreak"),
+    preserve_space=True,
+)
 DRAWING = Schema("http://schemas.openxmlformats.org/drawingml/2006/main", link=None, trailing=("endParaRPr",))
 
 

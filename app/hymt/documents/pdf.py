@@ -24,8 +24,13 @@ LATIN_FONT = "NotoSans-Regular.ttf"
 # separated by spaces (else a line may break between any two clusters; Tibetan after its syllable marks).
 _SCRIPTS = (
     ("tibetan", ((0x0F00, 0x0FFF),), "NotoSerifTibetan-Regular.ttf", False, False),
-    ("arabic", ((0x0600, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF)),
-     "NotoNaskhArabic-Regular.ttf", True, True),
+    (
+        "arabic",
+        ((0x0600, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF)),
+        "NotoNaskhArabic-Regular.ttf",
+        True,
+        True,
+    ),
     ("hebrew", ((0x0590, 0x05FF),), "NotoSansHebrew-Regular.ttf", True, True),
     ("devanagari", ((0x0900, 0x097F),), "NotoSansDevanagari-Regular.ttf", False, True),
     ("bengali", ((0x0980, 0x09FF),), "NotoSansBengali-Regular.ttf", False, True),
@@ -36,8 +41,21 @@ _SCRIPTS = (
     ("myanmar", ((0x1000, 0x109F),), "NotoSansMyanmar-Regular.ttf", False, False),
     ("khmer", ((0x1780, 0x17FF),), "NotoSansKhmer-Regular.ttf", False, False),
     ("mongolian", ((0x1800, 0x18AF),), "NotoSansMongolian-Regular.ttf", False, True),
-    ("cjk", ((0x1100, 0x11FF), (0x2E80, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0xFE30, 0xFE4F),
-             (0xFF00, 0xFFEF), (0x20000, 0x2FFFF)), "DroidSansFallbackFull.ttf", False, False),
+    (
+        "cjk",
+        (
+            (0x1100, 0x11FF),
+            (0x2E80, 0x9FFF),
+            (0xAC00, 0xD7AF),
+            (0xF900, 0xFAFF),
+            (0xFE30, 0xFE4F),
+            (0xFF00, 0xFFEF),
+            (0x20000, 0x2FFFF),
+        ),
+        "DroidSansFallbackFull.ttf",
+        False,
+        False,
+    ),
 )
 _TEXT_OPERATORS = {"Tj", "TJ", "'", '"'}
 _JOINERS = {"\u0f0b", "\u0f0d", "\u0f0e"}  # Tibetan tsheg and shad: a line may break after them
@@ -71,15 +89,37 @@ def font_path(filename: str) -> str:
         path = os.path.join(directory, filename)
         if os.path.isfile(path):
             return path
-    raise HymtError(f"PDF output needs the font {filename} (Debian's fonts-noto-core and fonts-droid-fallback), "
-                    "which is not installed here", error_type="font_missing", status=503)
+    raise HymtError(
+        f"PDF output needs the font {filename} (Debian's fonts-noto-core and fonts-droid-fallback), "
+        "which is not installed here",
+        error_type="font_missing",
+        status=503,
+    )
 
 
 # The script of each target language that is not written in Latin, Greek or Cyrillic letters (languages.py's codes).
-_TARGET_SCRIPTS = {"bo": "tibetan", "ug": "arabic", "ar": "arabic", "fa": "arabic", "ur": "arabic", "he": "hebrew",
-                   "hi": "devanagari", "mr": "devanagari", "bn": "bengali", "gu": "gujarati", "ta": "tamil",
-                   "te": "telugu", "th": "thai", "my": "myanmar", "km": "khmer", "zh": "cjk", "zh-Hant": "cjk",
-                   "yue": "cjk", "ja": "cjk", "ko": "cjk"}
+_TARGET_SCRIPTS = {
+    "bo": "tibetan",
+    "ug": "arabic",
+    "ar": "arabic",
+    "fa": "arabic",
+    "ur": "arabic",
+    "he": "hebrew",
+    "hi": "devanagari",
+    "mr": "devanagari",
+    "bn": "bengali",
+    "gu": "gujarati",
+    "ta": "tamil",
+    "te": "telugu",
+    "th": "thai",
+    "my": "myanmar",
+    "km": "khmer",
+    "zh": "cjk",
+    "zh-Hant": "cjk",
+    "yue": "cjk",
+    "ja": "cjk",
+    "ko": "cjk",
+}
 
 
 def fonts_for(target: str) -> None:
@@ -164,6 +204,7 @@ def _draw(canvas, block: Block, text: str, page: tuple[float, float, float, floa
     size = max(block.size, MIN_SIZE)
     units = _units(text)
     while True:
+
         def measure(piece: str, size: float = size) -> float:
             return bidiShapedText(piece, None, fontName=name, fontSize=size, shaping=True)[1]
 
@@ -210,8 +251,9 @@ def _blocks(data: bytes) -> list[Block]:
     def visit(element, page: int) -> None:
         if isinstance(element, LTTextBox):
             lines = [line.get_text().strip() for line in element if isinstance(line, LTTextLine)]
-            sizes = [ch.size for line in element if isinstance(line, LTTextLine) for ch in line
-                     if isinstance(ch, LTChar)]
+            sizes = [
+                ch.size for line in element if isinstance(line, LTTextLine) for ch in line if isinstance(ch, LTChar)
+            ]
             text = _joined([line for line in lines if line])
             if text:
                 blocks.append(Block(page, tuple(element.bbox), sum(sizes) / len(sizes) if sizes else 10.0, text))
@@ -232,13 +274,16 @@ def _strip_text(pdf) -> None:
     seen = set()
 
     def strip(stream) -> bytes:
-        kept = [item for item in pikepdf.parse_content_stream(stream)
-                if not (len(item) == 2 and str(item[1]) in _TEXT_OPERATORS)]
+        kept = [
+            item
+            for item in pikepdf.parse_content_stream(stream)
+            if not (len(item) == 2 and str(item[1]) in _TEXT_OPERATORS)
+        ]
         return pikepdf.unparse_content_stream(kept)
 
     def forms(resources) -> None:
         xobjects = resources.get("/XObject") if resources is not None else None
-        for _, xobject in (xobjects.items() if xobjects is not None else ()):
+        for _, xobject in xobjects.items() if xobjects is not None else ():
             if xobject.get("/Subtype") == "/Form" and xobject.objgen not in seen:
                 seen.add(xobject.objgen)
                 xobject.write(strip(xobject))
@@ -260,8 +305,9 @@ def check(data: bytes, expanded_limit: int, page_limit: int) -> None:
         raise BadRequest(f"could not read this .pdf file: {exc}", error_type="invalid_file") from None
     with pdf:
         if len(pdf.pages) > page_limit:
-            raise PayloadTooLarge(f"the PDF has {len(pdf.pages)} pages; at most {page_limit} are taken",
-                                  error_type="pdf_too_large")
+            raise PayloadTooLarge(
+                f"the PDF has {len(pdf.pages)} pages; at most {page_limit} are taken", error_type="pdf_too_large"
+            )
         left = expanded_limit
         for obj in pdf.objects:
             if not isinstance(obj, pikepdf.Stream) or obj.get("/Filter") != "/FlateDecode":
@@ -272,8 +318,9 @@ def check(data: bytes, expanded_limit: int, page_limit: int) -> None:
             except zlib.error:
                 continue  # a damaged stream is pdfminer's to refuse or skip
             if left < 0:
-                raise PayloadTooLarge(f"the PDF's streams expand past {expanded_limit} bytes",
-                                      error_type="pdf_too_large")
+                raise PayloadTooLarge(
+                    f"the PDF's streams expand past {expanded_limit} bytes", error_type="pdf_too_large"
+                )
 
 
 def read(data: bytes, target: str) -> Extraction:

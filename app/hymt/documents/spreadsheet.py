@@ -12,13 +12,22 @@ from .base import Extraction, each_translated
 
 def read(data: bytes, target: str) -> Extraction:
     book = openpyxl.load_workbook(io.BytesIO(data))
-    cells = [cell for sheet in book.worksheets for row in sheet.iter_rows() for cell in row
-             if cell.data_type == "s" and isinstance(cell.value, str)]
+    cells = [
+        cell
+        for sheet in book.worksheets
+        for row in sheet.iter_rows()
+        for cell in row
+        if cell.data_type == "s" and isinstance(cell.value, str)
+    ]
 
     def save() -> bytes:
         out = io.BytesIO()
         book.save(out)
         return out.getvalue()
 
-    return each_translated(cells, [[cell.value] for cell in cells],
-                           lambda cell, outcome: setattr(cell, "value", "".join(outcome.items)), save)
+    return each_translated(
+        cells,
+        [[cell.value] for cell in cells],
+        lambda cell, outcome: setattr(cell, "value", "".join(outcome.items)),
+        save,
+    )

@@ -40,8 +40,9 @@ def read_srt(data: bytes, target: str) -> Extraction:
     def apply(cue, outcome: Outcome) -> None:
         cue.content = rewrap("".join(outcome.items), len(cue.content.splitlines()))
 
-    return each_translated(cues, _segments([c.content for c in cues]), apply,
-                           lambda: srt.compose(cues, reindex=False).encode("utf-8"))
+    return each_translated(
+        cues, _segments([c.content for c in cues]), apply, lambda: srt.compose(cues, reindex=False).encode("utf-8")
+    )
 
 
 def read_vtt(data: bytes, target: str) -> Extraction:
@@ -51,5 +52,4 @@ def read_vtt(data: bytes, target: str) -> Extraction:
     def apply(caption, outcome: Outcome) -> None:
         caption.text = rewrap("".join(outcome.items), len(caption.lines))
 
-    return each_translated(captions, _segments([c.text for c in captions]), apply,
-                           lambda: vtt.content.encode("utf-8"))
+    return each_translated(captions, _segments([c.text for c in captions]), apply, lambda: vtt.content.encode("utf-8"))

@@ -11,8 +11,8 @@ reaches the total when the last retry is done.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from ..prompts import MARKER, has_markers, strict
 from .base import clean
@@ -29,8 +29,9 @@ class Translated:
     paths: list[str | None]  # per text: "markers", "strict" or "runs" (base.PATHS); None: no markers, or lost
 
 
-async def translate_document(texts: list[str], translate: Translate,
-                             on_progress: Callable[[int, int], None] | None = None) -> Translated:
+async def translate_document(
+    texts: list[str], translate: Translate, on_progress: Callable[[int, int], None] | None = None
+) -> Translated:
     settled = [0]
 
     def reach(count: int) -> None:  # progress never goes back
@@ -48,6 +49,7 @@ async def translate_document(texts: list[str], translate: Translate,
     lost = [i for i, t in enumerate(texts) if has_markers(t) and not kept(t, clean(out[i]))]
     reach(len(texts) - len(lost))
     if lost:
+
         def strict_done(k: int, translation: str) -> None:
             if kept(texts[lost[k]], clean(translation)):
                 reach(settled[0] + 1)
@@ -71,15 +73,19 @@ async def _by_runs(texts: list[str], translate: Translate) -> list[str | None]:
     """Each marked text with the words between its markers translated apart and put back between them; None for a
     text none of whose runs came back translated."""
     split = [_runs(t) for t in texts]
-    wanted = [(n, k) for n, pieces in enumerate(split) for k in range(0, len(pieces), 2)
-              if any(ch.isalpha() for ch in pieces[k])]
+    wanted = [
+        (n, k)
+        for n, pieces in enumerate(split)
+        for k in range(0, len(pieces), 2)
+        if any(ch.isalpha() for ch in pieces[k])
+    ]
     results = await translate([split[n][k].strip() for n, k in wanted], None)
     translated: Counter = Counter()
     for (n, k), result in zip(wanted, results):
         words = MARKER.sub("", clean(result)).strip()  # a marker the model made up inside a run means nothing
         if words:
             piece = split[n][k]
-            split[n][k] = piece[:len(piece) - len(piece.lstrip())] + words + piece[len(piece.rstrip()):]
+            split[n][k] = piece[: len(piece) - len(piece.lstrip())] + words + piece[len(piece.rstrip()) :]
             translated[n] += 1
     return ["".join(pieces) if translated[n] else None for n, pieces in enumerate(split)]
 
@@ -88,6 +94,6 @@ def _runs(text: str) -> list[str]:
     """The text split at its markers: words, marker, words, ..., words (the words may be empty)."""
     pieces, pos = [], 0
     for match in MARKER.finditer(text):
-        pieces += [text[pos:match.start()], match.group(0)]
+        pieces += [text[pos : match.start()], match.group(0)]
         pos = match.end()
     return pieces + [text[pos:]]

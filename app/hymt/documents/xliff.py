@@ -33,13 +33,20 @@ def read(data: bytes, target: str) -> Extraction:
     if ns == NS_12:
         for file in root.iter(f"{{{NS_12}}}file"):
             file.set("target-language", target)
-        pairs = [(u.find(f"{{{NS_12}}}source"), u) for u in root.iter(f"{{{NS_12}}}trans-unit")
-                 if u.get("translate", "yes") != "no" and u.find(f"{{{NS_12}}}target") is None]
+        pairs = [
+            (u.find(f"{{{NS_12}}}source"), u)
+            for u in root.iter(f"{{{NS_12}}}trans-unit")
+            if u.get("translate", "yes") != "no" and u.find(f"{{{NS_12}}}target") is None
+        ]
     elif ns == NS_20:
         root.set("trgLang", target)
-        pairs = [(s.find(f"{{{NS_20}}}source"), s) for u in root.iter(f"{{{NS_20}}}unit")
-                 if u.get("translate", "yes") != "no"
-                 for s in u.iter(f"{{{NS_20}}}segment") if s.find(f"{{{NS_20}}}target") is None]
+        pairs = [
+            (s.find(f"{{{NS_20}}}source"), s)
+            for u in root.iter(f"{{{NS_20}}}unit")
+            if u.get("translate", "yes") != "no"
+            for s in u.iter(f"{{{NS_20}}}segment")
+            if s.find(f"{{{NS_20}}}target") is None
+        ]
     else:
         raise BadRequest("only XLIFF 1.2 and 2.0 files are supported", error_type="unsupported_format")
     pairs = [(source, holder) for source, holder in pairs if source is not None]
@@ -60,5 +67,4 @@ def read(data: bytes, target: str) -> Extraction:
         else:
             holder.set("state", "translated")
 
-    return each_translated(pairs, segments, apply,
-                           lambda: etree.tostring(tree, xml_declaration=True, encoding="UTF-8"))
+    return each_translated(pairs, segments, apply, lambda: etree.tostring(tree, xml_declaration=True, encoding="UTF-8"))

@@ -49,8 +49,11 @@ class RangeAllocator:
 
     def free(self, start: int, size: int) -> None:
         i = bisect.bisect_left(self._starts, start)
-        if (i < len(self._starts) and self._starts[i] < start + size) or \
-                (i > 0 and self._starts[i - 1] + self._lengths[i - 1] > start) or start < self.reserved_tokens:
+        if (
+            (i < len(self._starts) and self._starts[i] < start + size)
+            or (i > 0 and self._starts[i - 1] + self._lengths[i - 1] > start)
+            or start < self.reserved_tokens
+        ):
             raise ValueError(f"range {start}+{size} overlaps free or reserved space: freed twice?")
         merge_left = i > 0 and self._starts[i - 1] + self._lengths[i - 1] == start
         merge_right = i < len(self._starts) and self._starts[i] == start + size

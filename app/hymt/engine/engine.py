@@ -4,11 +4,11 @@ Callers (HTTP handlers, the CLI, the benchmark) submit texts and get a Job (engi
 engine's whole work: schedule (a segment joins at the next step and leaves the step it ends), run the step on the
 runner, and postprocess its tokens. A decoding step is launched, and the previous one's tokens are read and
 postprocessed while the GPU runs it (on the CPU, where a step runs as it is launched, in the same order); a segment
-that ended in step N has taken one extra row of step N+1, whose token is dropped. A prefill step waits for the step in flight first, so it sees every
-segment as it is. Everything textual (detokenizing, cleanup, glossary checks and their retries, events to
-listeners) happens on the text worker (engine/text.py), never on the engine thread or under its lock.
-Out-of-memory in a step preempts segments back to the queue, with what they generated, and shrinks the budget;
-nothing accepted is lost. Start-up is engine/startup.py.
+that ended in step N has taken one extra row of step N+1, whose token is dropped. A prefill step waits for the step
+in flight first, so it sees every segment as it is. Everything textual (detokenizing, cleanup, glossary checks and
+their retries, events to listeners) happens on the text worker (engine/text.py), never on the engine thread or under
+its lock. Out-of-memory in a step preempts segments back to the queue, with what they generated, and shrinks the
+budget; nothing accepted is lost. Start-up is engine/startup.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -47,14 +47,17 @@ class Engine:
         self.runner = runner
         self.adapters = adapters
         self.startup = startup
-        self.attention = runner.attention + (" + cuda graphs" if runner.graphs else "") + \
-            (f" (graphs failed: {runner.graph_error})" if runner.graph_error else "")
+        self.attention = (
+            runner.attention
+            + (" + cuda graphs" if runner.graphs else "")
+            + (f" (graphs failed: {runner.graph_error})" if runner.graph_error else "")
+        )
         plan = runner.plan
-        self.scheduler = Scheduler(plan.kv_tokens, plan.max_in_flight, plan.prefill_tokens,
-                                   settings.max_queue_segments)
+        self.scheduler = Scheduler(plan.kv_tokens, plan.max_in_flight, plan.prefill_tokens, settings.max_queue_segments)
         self.max_seq_tokens = plan.max_seq_tokens
-        self.prompter = Prompter(settings, self.family, runner.loaded.tokenizer, runner.encode, plan.max_seq_tokens,
-                                 adapters, glossaries)
+        self.prompter = Prompter(
+            settings, self.family, runner.loaded.tokenizer, runner.encode, plan.max_seq_tokens, adapters, glossaries
+        )
         self._cond = threading.Condition()
         self._stopping = False
         # While the runner builds a step outside the lock, its segments' rows and ranges are in use: a job ended
@@ -72,15 +75,23 @@ class Engine:
         self._thread.start()
 
     # -- submitting -------------------------------------------------------------------------------------------
-    def submit(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
-               listener: Callable[[Event], None] | None = None, min_new_tokens: int = 0,
-               stream: bool = False, options: Options = Options()) -> Job:
+    def submit(
+        self,
+        items: list[tuple[str, Language | None]],
+        target: Language,
+        sampling: prompts.Sampling,
+        listener: Callable[[Event], None] | None = None,
+        min_new_tokens: int = 0,
+        stream: bool = False,
+        options: Options = Options(),
+    ) -> Job:
         """Segment and queue texts (each with its source language, None if unknown; see Prompter.job). Raises
         Overloaded at once when the queue cannot take all of them."""
         return self._queue(self.prompter.job(items, target, sampling, listener, min_new_tokens, stream, options))
 
-    def submit_fusion(self, candidates: list[Job], sampling: prompts.Sampling,
-                      listener: Callable[[Event], None] | None = None) -> Job:
+    def submit_fusion(
+        self, candidates: list[Job], sampling: prompts.Sampling, listener: Callable[[Event], None] | None = None
+    ) -> Job:
         """Fuse candidate translations segment by segment (see Prompter.fusion_job)."""
         return self._queue(self.prompter.fusion_job(candidates, sampling, listener))
 
@@ -102,14 +113,19 @@ class Engine:
         at once otherwise (and when the queue is full). Called with the lock held."""
         stats, waiting = self.runner.stats, self.scheduler.waiting
         self.admission.observe(stats.tokens_out, sum(stats.step_s.values()), saturated=bool(waiting))
-        verdict = self.admission.decide([s.max_new_tokens - len(s.output_ids) for s in waiting],
-                                        [s.max_new_tokens for s in seqs],
-                                        self.scheduler.max_in_flight - len(self.scheduler.running))
+        verdict = self.admission.decide(
+            [s.max_new_tokens - len(s.output_ids) for s in waiting],
+            [s.max_new_tokens for s in seqs],
+            self.scheduler.max_in_flight - len(self.scheduler.running),
+        )
         if not verdict.admitted:
             self.admission.refused += 1
-            raise Overloaded(f"the server is busy: this request would wait about {verdict.expected_wait_s:.0f} s "
-                             f"to start (the limit is {self.settings.max_queue_wait_s:g} s); try again in "
-                             f"{verdict.retry_after_s} s", verdict.retry_after_s)
+            raise Overloaded(
+                f"the server is busy: this request would wait about {verdict.expected_wait_s:.0f} s "
+                f"to start (the limit is {self.settings.max_queue_wait_s:g} s); try again in "
+                f"{verdict.retry_after_s} s",
+                verdict.retry_after_s,
+            )
         try:
             self.scheduler.add(seqs)
         except Overloaded:
@@ -201,7 +217,7 @@ class Engine:
                 self._collect()
             self._recover(step)
             return True
-        except Exception as exc:  # noqa: BLE001 - a failed step ends its jobs with an error, not the engine
+        except Exception as exc:  # a failed step ends its jobs with an error, not the engine
             log.exception("a %s step of %d segments failed", step.kind, len(step.sequences))
             self._step_over()
             if self._in_flight is not None and self._in_flight[0] is not step:
@@ -260,7 +276,7 @@ class Engine:
             if step.kind == "prefill":
                 victims = [c.seq for c in step.chunks if not c.decoding and c.seq.state is State.RUNNING]
             else:
-                victims = sorted(running, key=lambda s: s.arrival)[len(running) // 2:]
+                victims = sorted(running, key=lambda s: s.arrival)[len(running) // 2 :]
             hopeless = [s for s in victims if len(running) == 1 and s.preemptions >= MAX_PREEMPTIONS_ALONE]
             victims = [s for s in victims if s not in hopeless]
             for seq in victims:
@@ -268,8 +284,13 @@ class Engine:
             self.scheduler.preempt(victims)
             self.scheduler.shrink()
             self.runner.stats.preemptions += len(victims)
-        log.warning("out of memory in a %s step: %d segments requeued; now at most %d in flight, %d prefill tokens",
-                    step.kind, len(victims), self.scheduler.max_in_flight, self.scheduler.prefill_tokens)
+        log.warning(
+            "out of memory in a %s step: %d segments requeued; now at most %d in flight, %d prefill tokens",
+            step.kind,
+            len(victims),
+            self.scheduler.max_in_flight,
+            self.scheduler.prefill_tokens,
+        )
         for seq in hopeless:
             self.fail(seq.payload[0], "out of GPU memory on this segment even alone; send shorter text")
 

@@ -6,8 +6,9 @@ only the engine runs them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .. import cleanup, segment
 from ..errors import Cancelled, HymtError
@@ -19,13 +20,13 @@ from .scheduler import Sequence
 class Canceller(Protocol):
     """What a job needs of the engine it runs on (engine.Engine): a way to cancel it."""
 
-    def cancel(self, job: "Job") -> None: ...
+    def cancel(self, job: Job) -> None: ...
 
 
 @dataclass
 class Event:
     kind: str  # "token" (streaming jobs only), "segment", "done" or "error"
-    job: "Job"
+    job: Job
     index: int = -1
     num_done: int = 0  # segments finished when the event was sent
     error: HymtError | None = None
@@ -63,7 +64,7 @@ class Job:
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     engine: Canceller | None = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
-    partials: dict[int, "IncrementalText"] = field(default_factory=dict, repr=False)  # streamed segments' text
+    partials: dict[int, IncrementalText] = field(default_factory=dict, repr=False)  # streamed segments' text
 
     @property
     def num_segments(self) -> int:
@@ -102,15 +103,13 @@ class Job:
                 continue
             open_docs.add(d)
             if decode is not None and not (self.retry_terms and self.terms and self.terms[n]):
-                text = self.partials.setdefault(n, IncrementalText()).update(list(self.sequences[n].output_ids),
-                                                                             decode)
+                text = self.partials.setdefault(n, IncrementalText()).update(list(self.sequences[n].output_ids), decode)
                 per_doc[d][s] = cleanup.partial(text)
         return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
 
     def flags(self) -> dict:
         finished = [r for r in self.results if r is not None]
-        flags = {"echo_segments": sum(r.echo for r in finished),
-                 "loop_cut_segments": sum(r.loop_cut for r in finished)}
+        flags = {"echo_segments": sum(r.echo for r in finished), "loop_cut_segments": sum(r.loop_cut for r in finished)}
         if self.unfused:
             flags["unfused_segments"] = len(self.unfused)
         return flags
@@ -120,8 +119,15 @@ class Job:
         applied = sum(len(t) for t in self.terms)
         if not applied:
             return None
-        misses = [{"document": self.refs[n][0], "segment": self.refs[n][1], "retried": n in self.retried,
-                   "missing": [t.to_json() for t in terms]} for n, terms in sorted(self.misses.items())]
+        misses = [
+            {
+                "document": self.refs[n][0],
+                "segment": self.refs[n][1],
+                "retried": n in self.retried,
+                "missing": [t.to_json() for t in terms],
+            }
+            for n, terms in sorted(self.misses.items())
+        ]
         return {"terms_applied": applied, "segments_with_terms": sum(bool(t) for t in self.terms), "misses": misses}
 
     def wait(self, timeout: float | None = None) -> list[str]:
@@ -144,10 +150,9 @@ class IncrementalText:
     def update(self, token_ids: list[int], decode: Callable[[list[int]], str]) -> str:
         if len(token_ids) < self._read:  # the segment was translated again (a missed glossary term)
             self.__init__()
-        before = decode(token_ids[self._prefix:self._read])
-        now = decode(token_ids[self._prefix:])
+        before = decode(token_ids[self._prefix : self._read])
+        now = decode(token_ids[self._prefix :])
         if len(now) > len(before) and not now.endswith("\ufffd"):
-            self.text += now[len(before):]
+            self.text += now[len(before) :]
             self._prefix, self._read = self._read, len(token_ids)
         return self.text
-

@@ -18,8 +18,16 @@ import torch
 
 
 class KVArena:
-    def __init__(self, num_layers: int, num_tokens: int, num_kv_heads: int, head_dim: int, kind: str,
-                 dtype: torch.dtype, device: torch.device):
+    def __init__(
+        self,
+        num_layers: int,
+        num_tokens: int,
+        num_kv_heads: int,
+        head_dim: int,
+        kind: str,
+        dtype: torch.dtype,
+        device: torch.device,
+    ):
         self.kind = kind  # "int8" or the model's dtype
         self.num_tokens = num_tokens
         self.dtype = dtype
@@ -31,13 +39,16 @@ class KVArena:
             scale_shape = (num_tokens, num_kv_heads, 1)
             self.key_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
             self.value_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
-            self._scratch = (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype,
-                                                                                          device=device))
+            self._scratch = (
+                torch.zeros(shape, dtype=dtype, device=device),
+                torch.zeros(shape, dtype=dtype, device=device),
+            )
         self.uncompile()
 
     def compile(self) -> None:
-        self._quantize, self._dequantize = (torch.compile(f, dynamic=d) for f, d in ((quantize, True),
-                                                                                     (dequantize, False)))
+        self._quantize, self._dequantize = (
+            torch.compile(f, dynamic=d) for f, d in ((quantize, True), (dequantize, False))
+        )
 
     def uncompile(self) -> None:
         self._quantize, self._dequantize = quantize, dequantize
@@ -70,8 +81,9 @@ class KVArena:
         if not self.quantized:
             return self.keys[layer], self.values[layer]
         keys, values = self._scratch
-        self._dequantize(self.keys[layer], self.key_scales[layer], self.values[layer], self.value_scales[layer], keys,
-                         values)
+        self._dequantize(
+            self.keys[layer], self.key_scales[layer], self.values[layer], self.value_scales[layer], keys, values
+        )
         return keys, values
 
     def read(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,8 +101,14 @@ def quantize(states: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, to
     return torch.round(states.float() / scale).clamp(-127, 127).to(torch.int8), scale.to(dtype)
 
 
-def dequantize(keys: torch.Tensor, key_scales: torch.Tensor, values: torch.Tensor, value_scales: torch.Tensor,
-               keys_out: torch.Tensor, values_out: torch.Tensor) -> None:
+def dequantize(
+    keys: torch.Tensor,
+    key_scales: torch.Tensor,
+    values: torch.Tensor,
+    value_scales: torch.Tensor,
+    keys_out: torch.Tensor,
+    values_out: torch.Tensor,
+) -> None:
     """A layer's keys and values into the 16-bit outputs (one pass over both when compiled)."""
     keys_out.copy_(keys.to(keys_out.dtype) * key_scales)
     values_out.copy_(values.to(values_out.dtype) * value_scales)

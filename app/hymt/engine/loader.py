@@ -51,8 +51,12 @@ def _quantization(tier: Tier, config):
     from transformers import BitsAndBytesConfig
 
     if tier.weights == "nf4":
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                  bnb_4bit_compute_dtype=torch.bfloat16)
+        return BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        )
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
@@ -76,8 +80,12 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
         with contextlib.redirect_stdout(sys.stderr):
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)
             model_obj = AutoModelForCausalLM.from_pretrained(
-                checkpoint, config=config, dtype=dtype, attn_implementation="sdpa",
-                quantization_config=quantization, device_map={"": 0} if on_gpu else None,
+                checkpoint,
+                config=config,
+                dtype=dtype,
+                attn_implementation="sdpa",
+                quantization_config=quantization,
+                device_map={"": 0} if on_gpu else None,
             )
     except torch.OutOfMemoryError:
         raise
@@ -90,14 +98,19 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
 
     chat = identified.family.chat
     if not getattr(tokenizer, "chat_template", None) or not chat.renders_officially(tokenizer):
-        log.warning("%s has no chat template or one that does not render the official %s prompt; using the "
-                    "official one", checkpoint, identified.family.name)
+        log.warning(
+            "%s has no chat template or one that does not render the official %s prompt; using the official one",
+            checkpoint,
+            identified.family.name,
+        )
         tokenizer.chat_template = chat.template
     tokenizer.padding_side = "left"
     stop_id = tokenizer.convert_tokens_to_ids(chat.stop)
     if stop_id is None or stop_id == tokenizer.unk_token_id:
-        raise ModelLoadError(f"{checkpoint}'s tokenizer has no {chat.stop} token: not a {identified.family.name} "
-                             "tokenizer (set HYMT_MODEL_FAMILY if the name misleads)")
+        raise ModelLoadError(
+            f"{checkpoint}'s tokenizer has no {chat.stop} token: not a {identified.family.name} "
+            "tokenizer (set HYMT_MODEL_FAMILY if the name misleads)"
+        )
     # The checkpoint's own end-of-answer ids stop decoding too, as in transformers' generate.
     declared = getattr(getattr(model_obj, "generation_config", None), "eos_token_id", None)
     declared = declared if isinstance(declared, list) else [declared]
@@ -106,5 +119,13 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     if pad_id is None:
         pad_id = getattr(config, "pad_token_id", None)
         pad_id = stop_id if pad_id is None else pad_id
-    return Loaded(model=model_obj, tokenizer=tokenizer, config=config, checkpoint=checkpoint,
-                  stop_ids=stop_ids, pad_id=pad_id, load_s=time.perf_counter() - started, family=identified)
+    return Loaded(
+        model=model_obj,
+        tokenizer=tokenizer,
+        config=config,
+        checkpoint=checkpoint,
+        stop_ids=stop_ids,
+        pad_id=pad_id,
+        load_s=time.perf_counter() - started,
+        family=identified,
+    )

@@ -57,8 +57,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * x.to(dtype)
 
 
-def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float,
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(
+    hidden: torch.Tensor,
+    delta: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The residual sum and its RMSNorm (one kernel when compiled, where the sum alone took one of its own)."""
     hidden = hidden + delta
     return hidden, rms_norm(hidden, weight, eps)
@@ -69,8 +73,15 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope_qk_norm(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, q_weight: torch.Tensor,
-                 k_weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_qk_norm(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """q [T, heads, D], k [T, kv_heads, D], cos/sin [T, D]: rotary embedding, then the per-head RMSNorm (Hunyuan
     normalises after rotating)."""
     cos, sin = cos[:, None, :], sin[:, None, :]
@@ -95,21 +106,24 @@ class Decoder:
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
         self.eps = config.rms_norm_eps
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
         self.qkv_sizes = [self.num_heads * self.head_dim] + [self.num_kv_heads * self.head_dim] * 2
         self.device = self.embed.weight.device
         self.dtype = self.embed.weight.dtype
         # cos/sin per position, computed as transformers' rotary module does (float32 angles, then the model dtype).
         rotary = base.model.rotary_emb
-        angles = torch.arange(max_positions, device=self.device, dtype=torch.float32)[:, None] * \
-            rotary.inv_freq.to(self.device, torch.float32)[None, :]
+        angles = (
+            torch.arange(max_positions, device=self.device, dtype=torch.float32)[:, None]
+            * rotary.inv_freq.to(self.device, torch.float32)[None, :]
+        )
         angles = torch.cat((angles, angles), dim=-1)
         self.cos = (angles.cos() * rotary.attention_scaling).to(self.dtype)
         self.sin = (angles.sin() * rotary.attention_scaling).to(self.dtype)
         self.uncompile()
         if compiled:
             self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
-                torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul))
+                torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul)
+            )
             arena.compile()
         self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
         if self.kernels:
@@ -118,16 +132,22 @@ class Decoder:
         self.arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=self.device)
         # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row; the
         # down projection's gated where it reads the gate/up output as it comes.
-        gated = frozenset(tuple(layer.mlp.down_proj.weight.shape) for layer in self.layers
-                          if hasattr(layer.mlp, "gate_up_proj"))
-        self.matvec = kernels.tune_matvec([m.weight for m in self._linears()], gated,
-                                          self.silu_mul) if self.kernels else {}
+        gated = frozenset(
+            tuple(layer.mlp.down_proj.weight.shape) for layer in self.layers if hasattr(layer.mlp, "gate_up_proj")
+        )
+        self.matvec = (
+            kernels.tune_matvec([m.weight for m in self._linears()], gated, self.silu_mul) if self.kernels else {}
+        )
 
     def uncompile(self) -> None:
         """torch's eager path throughout (where capturing the decoding graphs failed): nothing compiled, no Triton."""
         self.kernels, self.matvec = False, {}
-        self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (rms_norm, add_rms_norm, rope_qk_norm,
-                                                                              silu_mul)
+        self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
+            rms_norm,
+            add_rms_norm,
+            rope_qk_norm,
+            silu_mul,
+        )
         self.arena.uncompile()
 
     @torch.inference_mode()
@@ -147,16 +167,31 @@ class Decoder:
             attn, mlp = layer.self_attn, layer.mlp
             q, k, v = self._qkv(attn, x)
             if decoding and self.kernels:  # rotation, norms, the arena's write and the attention: one kernel
-                out = kernels.decode_attention(q, k, v, self.cos, self.sin, batch.positions,
-                                               attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
-                                               *self.arena.storage(i), batch.kv_starts, batch.kv_lengths, self.scale,
-                                               self.arrived)
+                out = kernels.decode_attention(
+                    q,
+                    k,
+                    v,
+                    self.cos,
+                    self.sin,
+                    batch.positions,
+                    attn.query_layernorm.weight,
+                    attn.key_layernorm.weight,
+                    self.eps,
+                    *self.arena.storage(i),
+                    batch.kv_starts,
+                    batch.kv_lengths,
+                    self.scale,
+                    self.arrived,
+                )
             else:
                 q = self._rotate_and_store(i, attn, q, k, v, batch, cos, sin)
                 out = self._attend(i, q, batch, gather)
-            hidden, x = add_rms_norm(hidden, self._linear(attn.o_proj, out.reshape(tokens, self.num_heads *
-                                                                                  self.head_dim)),
-                                     layer.post_attention_layernorm.weight, self.eps)
+            hidden, x = add_rms_norm(
+                hidden,
+                self._linear(attn.o_proj, out.reshape(tokens, self.num_heads * self.head_dim)),
+                layer.post_attention_layernorm.weight,
+                self.eps,
+            )
             delta = self._mlp(mlp, x)
             if i < last:  # the next layer's input norm rides with the sum
                 hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
@@ -164,14 +199,33 @@ class Decoder:
                 hidden = hidden + delta
         return self._linear(self.lm_head, self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
 
-    def _rotate_and_store(self, layer: int, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: Batch,
-                          cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    def _rotate_and_store(
+        self,
+        layer: int,
+        attn,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        batch: Batch,
+        cos: torch.Tensor | None,
+        sin: torch.Tensor | None,
+    ) -> torch.Tensor:
         """The rotated, normalised queries [T, heads, D]; the keys (rotated, normalised) and values written to the
         arena at batch.write_index."""
         if self.kernels:
-            return kernels.rope_norm_store(q, k, v, self.cos, self.sin, batch.positions, batch.write_index,
-                                           attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps,
-                                           *self.arena.storage(layer))
+            return kernels.rope_norm_store(
+                q,
+                k,
+                v,
+                self.cos,
+                self.sin,
+                batch.positions,
+                batch.write_index,
+                attn.query_layernorm.weight,
+                attn.key_layernorm.weight,
+                self.eps,
+                *self.arena.storage(layer),
+            )
         tokens = q.shape[0]
         q = q.view(tokens, self.num_heads, self.head_dim)
         k = k.view(tokens, self.num_kv_heads, self.head_dim)
@@ -185,10 +239,8 @@ class Decoder:
         modules = [self.lm_head]
         for layer in self.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            modules += [getattr(attn, "qkv_proj", None), attn.o_proj, getattr(mlp, "gate_up_proj", None),
-                        mlp.down_proj]
-        return [m for m in modules if type(m) is torch.nn.Linear and m.weight.dtype in (torch.bfloat16,
-                                                                                          torch.float16)]
+            modules += [getattr(attn, "qkv_proj", None), attn.o_proj, getattr(mlp, "gate_up_proj", None), mlp.down_proj]
+        return [m for m in modules if type(m) is torch.nn.Linear and m.weight.dtype in (torch.bfloat16, torch.float16)]
 
     def _tuned(self, module, x: torch.Tensor) -> dict | None:
         """The Triton matvec's configuration for module at input x, where x is one row and it wins there."""
@@ -225,12 +277,27 @@ class Decoder:
         if self.attention == "flash":
             keys, values = self.arena.layer(layer)
             return torch.ops.aten._flash_attention_forward(
-                q, keys, values, batch.query_starts, batch.kv_starts, batch.max_query, batch.max_kv, 0.0, True,
-                False, scale=self.scale, seqused_k=batch.kv_lengths)[0]
+                q,
+                keys,
+                values,
+                batch.query_starts,
+                batch.kv_starts,
+                batch.max_query,
+                batch.max_kv,
+                0.0,
+                True,
+                False,
+                scale=self.scale,
+                seqused_k=batch.kv_lengths,
+            )[0]
         if batch.spans is None:
             return self._attend_padded(layer, q, *gather)
-        return torch.cat([self._attend_one(layer, q[qs:qs + ql], ql, index, mask)
-                          for (qs, ql, _, _), (index, mask) in zip(batch.spans, gather)])
+        return torch.cat(
+            [
+                self._attend_one(layer, q[qs : qs + ql], ql, index, mask)
+                for (qs, ql, _, _), (index, mask) in zip(batch.spans, gather)
+            ]
+        )
 
     def _span_plan(self, spans: list[tuple[int, int, int, int]]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """Per segment of a CPU batch: its arena rows, and the causal mask of a later prefill chunk (None when
@@ -239,20 +306,24 @@ class Decoder:
         for _, q_len, kv_start, kv_len in spans:
             mask = None
             if q_len != kv_len and q_len != 1:  # a later chunk of a prefill: causal from where the chunk starts
-                mask = torch.arange(kv_len, device=self.device)[None, :] <= \
-                    torch.arange(kv_len - q_len, kv_len, device=self.device)[:, None]
+                mask = (
+                    torch.arange(kv_len, device=self.device)[None, :]
+                    <= torch.arange(kv_len - q_len, kv_len, device=self.device)[:, None]
+                )
             plan.append((torch.arange(kv_start, kv_start + kv_len, device=self.device), mask))
         return plan
 
-    def _attend_one(self, layer: int, q: torch.Tensor, q_len: int, index: torch.Tensor,
-                    mask: torch.Tensor | None) -> torch.Tensor:
+    def _attend_one(
+        self, layer: int, q: torch.Tensor, q_len: int, index: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """One segment: q [q_len, heads, D] against its cached tokens at arena rows `index` (the last q_len are
         its own)."""
         keys, values = self.arena.read(layer, index)
         q, keys, values = (t.transpose(0, 1)[None] for t in (q, keys, values))  # [1, heads, tokens, D]
         if mask is None:
-            out = F.scaled_dot_product_attention(q, keys, values, is_causal=q_len > 1, scale=self.scale,
-                                                 enable_gqa=True)
+            out = F.scaled_dot_product_attention(
+                q, keys, values, is_causal=q_len > 1, scale=self.scale, enable_gqa=True
+            )
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
         return out[0].transpose(0, 1)
@@ -269,6 +340,7 @@ class Decoder:
         keys, values = self.arena.read(layer, index)  # [n, max_kv, kv_heads, D]
         # One query per segment: its heads grouped under their shared KV head, as the query length.
         q = q.view(n, self.num_kv_heads, self.num_heads // self.num_kv_heads, self.head_dim)
-        out = F.scaled_dot_product_attention(q, keys.transpose(1, 2), values.transpose(1, 2),
-                                             attn_mask=valid[:, None, None, :], scale=self.scale)
+        out = F.scaled_dot_product_attention(
+            q, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=valid[:, None, None, :], scale=self.scale
+        )
         return out.reshape(n, self.num_heads, self.head_dim)

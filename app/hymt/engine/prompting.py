@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 from .. import cleanup, glossary, prompts, segment
 from ..errors import BadRequest
@@ -21,14 +21,30 @@ from .scheduler import Sequence
 
 
 class Prompter:
-    def __init__(self, settings, family, tokenizer, encode: Callable[[str], list[int]], max_seq_tokens: int,
-                 adapters: list, glossaries: Glossaries | None):
+    def __init__(
+        self,
+        settings,
+        family,
+        tokenizer,
+        encode: Callable[[str], list[int]],
+        max_seq_tokens: int,
+        adapters: list,
+        glossaries: Glossaries | None,
+    ):
         self.settings, self.family, self.tokenizer, self.encode = settings, family, tokenizer, encode
         self.max_seq_tokens, self.adapters, self.glossaries = max_seq_tokens, adapters, glossaries
         self._ids = itertools.count(1)
 
-    def job(self, items: list[tuple[str, Language | None]], target: Language, sampling: prompts.Sampling,
-            listener: Callable[[Event], None] | None, min_new_tokens: int, stream: bool, options: Options) -> Job:
+    def job(
+        self,
+        items: list[tuple[str, Language | None]],
+        target: Language,
+        sampling: prompts.Sampling,
+        listener: Callable[[Event], None] | None,
+        min_new_tokens: int,
+        stream: bool,
+        options: Options,
+    ) -> Job:
         """Segment texts (each with its source language, None if unknown) into a job with one sequence per
         segment. Each segment's prompt holds the glossary entries occurring in it, or else (where the model has a
         context prompt) the document's preceding source segments; a segment with inline markup markers
@@ -39,9 +55,14 @@ class Prompter:
         count = functools.cache(self.count_tokens)
         max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
         documents = [segment.split(text, count, max_tokens, src.code if src else "en") for text, src in items]
-        job = Job(id=next(self._ids), target=target, documents=documents,
-                  refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
-                  listener=listener, stream=stream)
+        job = Job(
+            id=next(self._ids),
+            target=target,
+            documents=documents,
+            refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
+            listener=listener,
+            stream=stream,
+        )
         job.results = [None] * job.num_segments
         entries: dict[str | None, list[Term]] = {}
         for n, (d, s) in enumerate(job.refs):
@@ -55,8 +76,17 @@ class Prompter:
             terms = [] if marked else glossary.applicable(entries[key], text)
             instructed = terms or marked or options.style or options.background
             context = self._context(documents[d], s, count) if options.context and not instructed else ""
-            message = prompts.segment_message(self.family, source, target, text, terms, context, formatted=marked,
-                                              style=options.style, background=options.background)
+            message = prompts.segment_message(
+                self.family,
+                source,
+                target,
+                text,
+                terms,
+                context,
+                formatted=marked,
+                style=options.style,
+                background=options.background,
+            )
             wanted, prompt_ids = self._wanted(text, count), self._prompt(message)
             if context and not self._fits_whole_budget(prompt_ids, wanted):
                 prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
@@ -65,22 +95,33 @@ class Prompter:
             job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, min_new_tokens))
         return job
 
-    def fusion_job(self, candidates: list[Job], sampling: prompts.Sampling,
-                   listener: Callable[[Event], None] | None) -> Job:
+    def fusion_job(
+        self, candidates: list[Job], sampling: prompts.Sampling, listener: Callable[[Event], None] | None
+    ) -> Job:
         """The same texts' candidate translations (jobs done, one per decoding setting) fused segment by segment
         with Chimera's prompt. The fused job has the candidates' documents, so it reads back like any job; its
         glossary misses are reported, not retried. A segment whose prompt would not leave its output budget keeps
         its greedy candidate (the first), counted in the job's flags as unfused."""
         first = candidates[0]
-        job = Job(id=next(self._ids), target=first.target, documents=first.documents, refs=first.refs,
-                  listener=listener, sources=first.sources, terms=first.terms, retry_terms=False)
+        job = Job(
+            id=next(self._ids),
+            target=first.target,
+            documents=first.documents,
+            refs=first.refs,
+            listener=listener,
+            sources=first.sources,
+            terms=first.terms,
+            retry_terms=False,
+        )
         job.results = [None] * job.num_segments
         for n, (d, s) in enumerate(job.refs):
             text = first.documents[d].segments[s]
             source = first.sources[n]
             if source is None:
-                raise BadRequest("quality best needs the source language (it could not be detected): give source",
-                                 error_type="unknown_source_language")
+                raise BadRequest(
+                    "quality best needs the source language (it could not be detected): give source",
+                    error_type="unknown_source_language",
+                )
             message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
             wanted, prompt_ids = self._wanted(text), self._prompt(message)
             if self._fits_whole_budget(prompt_ids, wanted):
@@ -88,16 +129,16 @@ class Prompter:
                 continue
             job.unfused.add(n)
             job.results[n] = first.results[n]
-            job.sequences.append(Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n,
-                                          payload=(job, text)))
+            job.sequences.append(Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n, payload=(job, text)))
         return job
 
     def retry(self, job: Job, seq: Sequence) -> Sequence:
         """Segment seq.index once more, with a prompt that insists on the glossary terms its translation missed."""
         n, text = seq.index, seq.payload[1]
         message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
-        return self._sequence(job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling,
-                              seq.min_new_tokens)
+        return self._sequence(
+            job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling, seq.min_new_tokens
+        )
 
     def _check_instructions(self, options: Options) -> None:
         """The request's style and background need the served model's official prompt for them; no official prompt
@@ -105,12 +146,19 @@ class Prompter:
         asked = [name for name in ("style", "background") if getattr(options, name)]
         for name in asked:
             if not getattr(self.family, name):
-                raise BadRequest(f"{name} needs a model with an official {name} prompt (Hy-MT2-7B, Hy-MT2-1.8B"
-                                 f"{'; HY-MT1.5 for background' if name == 'background' else ''}); the model served "
-                                 f"is {self.family.name}", error_type=f"unsupported_{name}", status=422)
+                raise BadRequest(
+                    f"{name} needs a model with an official {name} prompt (Hy-MT2-7B, Hy-MT2-1.8B"
+                    f"{'; HY-MT1.5 for background' if name == 'background' else ''}); the model served "
+                    f"is {self.family.name}",
+                    error_type=f"unsupported_{name}",
+                    status=422,
+                )
         if len(asked) == 2:
-            raise BadRequest("style and background cannot be combined: no official prompt gives both",
-                             error_type="unsupported_combination", status=422)
+            raise BadRequest(
+                "style and background cannot be combined: no official prompt gives both",
+                error_type="unsupported_combination",
+                status=422,
+            )
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
@@ -147,15 +195,32 @@ class Prompter:
         KV range."""
         return self.max_seq_tokens - len(prompt_ids) >= wanted
 
-    def _sequence(self, job: Job, n: int, prompt_ids: list[int], wanted: int, source: Language | None, text: str,
-                  sampling: prompts.Sampling, min_new_tokens: int) -> Sequence:
+    def _sequence(
+        self,
+        job: Job,
+        n: int,
+        prompt_ids: list[int],
+        wanted: int,
+        source: Language | None,
+        text: str,
+        sampling: prompts.Sampling,
+        min_new_tokens: int,
+    ) -> Sequence:
         """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget (`wanted`, cut
         to what its KV range leaves)."""
         budget = min(wanted, self.max_seq_tokens - len(prompt_ids))
         if budget < 1:
-            raise BadRequest(f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
-                             error_type="segment_too_long")
-        return Sequence(prompt_ids=prompt_ids, max_new_tokens=budget, sampling=sampling,
-                        adapter=adapter_registry.choose(self.adapters, source.code if source else None,
-                                                        job.target.code),
-                        min_new_tokens=min(min_new_tokens, budget), job_id=job.id, index=n, payload=(job, text))
+            raise BadRequest(
+                f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
+                error_type="segment_too_long",
+            )
+        return Sequence(
+            prompt_ids=prompt_ids,
+            max_new_tokens=budget,
+            sampling=sampling,
+            adapter=adapter_registry.choose(self.adapters, source.code if source else None, job.target.code),
+            min_new_tokens=min(min_new_tokens, budget),
+            job_id=job.id,
+            index=n,
+            payload=(job, text),
+        )

@@ -59,14 +59,16 @@ def calibration_texts(tokenizer) -> list[str]:
     return texts
 
 
-def quantize(model: str, out: str | Path, bits: int = 4, group_size: int = 128,
-             extra_calibration: list[str] | None = None) -> Path:
+def quantize(
+    model: str, out: str | Path, bits: int = 4, group_size: int = 128, extra_calibration: list[str] | None = None
+) -> Path:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # its import prints a banner; stdout is for the result's path
             from gptqmodel import GPTQModel, QuantizeConfig
     except ImportError as exc:
-        raise HymtError(f"hymt quantize needs gptqmodel (pip install 'hymt[quantize]'): {exc}",
-                        error_type="missing_dependency") from None
+        raise HymtError(
+            f"hymt quantize needs gptqmodel (pip install 'hymt[quantize]'): {exc}", error_type="missing_dependency"
+        ) from None
     import torch
     from transformers import AutoTokenizer
 
@@ -82,17 +84,26 @@ def quantize(model: str, out: str | Path, bits: int = 4, group_size: int = 128,
     started = time.perf_counter()
     # gptqmodel writes its per-module loss log under ./logs; run it in a scratch folder and keep that log with the
     # checkpoint, instead of leaving a folder wherever the command was started.
-    with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch), \
-            contextlib.redirect_stdout(sys.stderr):  # gptqmodel's progress tables; stdout is for the result's path
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        contextlib.chdir(scratch),
+        contextlib.redirect_stdout(sys.stderr),
+    ):  # gptqmodel's progress tables; stdout is for the result's path
         # gptqmodel packs the int4 weights on the CPU by default; on the GPU that does the quantizing it is faster.
-        config = QuantizeConfig(bits=bits, group_size=group_size,
-                                pack_impl="gpu" if torch.cuda.is_available() else "cpu")
+        config = QuantizeConfig(
+            bits=bits, group_size=group_size, pack_impl="gpu" if torch.cuda.is_available() else "cpu"
+        )
         quantized = GPTQModel.load(str(checkpoint.absolute()), config)
         quantized.quantize(texts, batch_size=1)
         quantized.save(str(out))
         losses = sorted(Path(scratch, "logs").glob("*.log"))
         if losses:
             shutil.copyfile(losses[-1], out / "quantize-losses.log")
-    log.info("quantized %s to %d-bit GPTQ in %.0f s on %d calibration prompts", checkpoint, bits,
-             time.perf_counter() - started, len(texts))
+    log.info(
+        "quantized %s to %d-bit GPTQ in %.0f s on %d calibration prompts",
+        checkpoint,
+        bits,
+        time.perf_counter() - started,
+        len(texts),
+    )
     return out

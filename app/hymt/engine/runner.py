@@ -56,8 +56,11 @@ class RunnerPlan:
 
 def attention_kind(device: torch.device, dtype: torch.dtype) -> str:
     """FlashAttention-2 runs on Ampere and later in 16 bits; everything else gathers."""
-    if device.type == "cuda" and dtype in (torch.bfloat16, torch.float16) \
-            and torch.cuda.get_device_capability(device) >= (8, 0):
+    if (
+        device.type == "cuda"
+        and dtype in (torch.bfloat16, torch.float16)
+        and torch.cuda.get_device_capability(device) >= (8, 0)
+    ):
         return "flash"
     return "dense"
 
@@ -84,8 +87,15 @@ class ModelRunner:
         self.attention = attention_kind(self.device, dtype)
         heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        self.arena = KVArena(config.num_hidden_layers, plan.kv_tokens, config.num_key_value_heads, head_dim,
-                             plan.kv_cache, dtype, self.device)
+        self.arena = KVArena(
+            config.num_hidden_layers,
+            plan.kv_tokens,
+            config.num_key_value_heads,
+            head_dim,
+            plan.kv_cache,
+            dtype,
+            self.device,
+        )
         self.decoder = Decoder(model, self.arena, self.attention, plan.compiled, plan.max_seq_tokens)
         # One row more than segments in flight: the padding row of a captured batch.
         self.pad_row = plan.max_in_flight
@@ -139,8 +149,9 @@ class ModelRunner:
         for chunk in chunks:
             seq = chunk.seq
             if chunk.start == 0:
-                self.sampler.admit(seq.row, seq.sampling, seq.min_new_tokens, len(seq.output_ids),
-                                   seq.prompt_ids + seq.output_ids)
+                self.sampler.admit(
+                    seq.row, seq.sampling, seq.min_new_tokens, len(seq.output_ids), seq.prompt_ids + seq.output_ids
+                )
             span = range(chunk.start, chunk.start + chunk.length)
             ids += [seq.token(p) for p in span]
             positions += span
@@ -149,13 +160,17 @@ class ModelRunner:
             query_starts.append(query_starts[-1] + chunk.length)
         sampling = [(i, c) for i, c in enumerate(chunks) if c.samples]
         batch = Batch(
-            input_ids=self._tensor(ids), positions=self._tensor(positions),
+            input_ids=self._tensor(ids),
+            positions=self._tensor(positions),
             write_index=self._tensor(write_index),
             query_starts=self._tensor(query_starts, torch.int32),
             kv_starts=self._tensor([s[2] for s in spans] + [0], torch.int32),
             kv_lengths=self._tensor([s[3] for s in spans], torch.int32),
             logits_index=self._tensor([spans[i][0] + spans[i][1] - 1 for i, _ in sampling]),
-            max_query=max(c.length for c in chunks), max_kv=max(s[3] for s in spans), spans=spans)
+            max_query=max(c.length for c in chunks),
+            max_kv=max(s[3] for s in spans),
+            spans=spans,
+        )
         logits = self.decoder.forward(batch)
         tokens: list[int | None] = [None] * len(chunks)
         if sampling:
@@ -209,7 +224,7 @@ class ModelRunner:
         """The tokens of a launched decoding step, once the GPU has them."""
         if launched.tokens is None:
             launched.done.synchronize()
-            launched.tokens = launched.host[:len(launched.seqs)].tolist()
+            launched.tokens = launched.host[: len(launched.seqs)].tolist()
         now = time.perf_counter()
         self.stats.steps["decode"] += 1
         self.stats.tokens_out += len(launched.tokens)
@@ -236,23 +251,40 @@ class ModelRunner:
         """The CPU's decoding batch, with the per-segment spans its exact attention calls need."""
         n = index.shape[0]
         tokens, positions, starts = self.state[:, index]
-        spans = [(i, 1, start, position + 1) for i, (start, position) in enumerate(zip(starts.tolist(),
-                                                                                      positions.tolist()))]
-        return Batch(input_ids=tokens, positions=positions, write_index=starts + positions,
-                     query_starts=self._arange[:n + 1].int(), kv_starts=torch.cat([starts, starts[:1]]).int(),
-                     kv_lengths=(positions + 1).int(), logits_index=self._arange[:n], max_query=1,
-                     max_kv=max(span[3] for span in spans), spans=spans)
+        spans = [
+            (i, 1, start, position + 1) for i, (start, position) in enumerate(zip(starts.tolist(), positions.tolist()))
+        ]
+        return Batch(
+            input_ids=tokens,
+            positions=positions,
+            write_index=starts + positions,
+            query_starts=self._arange[: n + 1].int(),
+            kv_starts=torch.cat([starts, starts[:1]]).int(),
+            kv_lengths=(positions + 1).int(),
+            logits_index=self._arange[:n],
+            max_query=1,
+            max_kv=max(span[3] for span in spans),
+            spans=spans,
+        )
 
     def _decode_rows(self, rows: int, top_k_bound: int) -> torch.Tensor:
         """The whole decoding step over the first `rows` entries of the index buffer, from the rows' device state:
         the forward, the sampling, the state's advance; fixed shapes, graph-capturable. The sampled tokens [rows]."""
         index = self._index[:rows]
         tokens, positions, starts = self.state[:, index]
-        logits = self.decoder.forward(Batch(
-            input_ids=tokens, positions=positions, write_index=starts + positions,
-            query_starts=self._arange[:rows + 1].int(), kv_starts=torch.cat([starts, starts[:1]]).int(),
-            kv_lengths=(positions + 1).int(), logits_index=self._arange[:rows], max_query=1,
-            max_kv=self.plan.max_seq_tokens))
+        logits = self.decoder.forward(
+            Batch(
+                input_ids=tokens,
+                positions=positions,
+                write_index=starts + positions,
+                query_starts=self._arange[: rows + 1].int(),
+                kv_starts=torch.cat([starts, starts[:1]]).int(),
+                kv_lengths=(positions + 1).int(),
+                logits_index=self._arange[:rows],
+                max_query=1,
+                max_kv=self.plan.max_seq_tokens,
+            )
+        )
         sampled = self._advance_rows(logits, index, top_k_bound)
         self.state[:, self.pad_row] = 0  # padding rows keep reading and writing the arena's reserved row
         return sampled
@@ -268,7 +300,7 @@ class ModelRunner:
             self._capture()
         except torch.OutOfMemoryError:
             raise
-        except Exception as exc:  # noqa: BLE001 - graphs are a speed-up; serving goes on without them
+        except Exception as exc:  # graphs are a speed-up; serving goes on without them
             log.exception("capturing CUDA graphs failed; decoding runs eagerly")
             self.graphs.clear()
             self.decoder.uncompile()
@@ -302,8 +334,11 @@ class ModelRunner:
         chunks, start = [], 1
         while budget > 0 and len(chunks) < plan.max_in_flight:
             length = min(budget, plan.max_seq_tokens - 1)
-            seq = Sequence(prompt_ids=torch.randint(0, vocab, (length,), generator=generator).tolist(),
-                           max_new_tokens=1, sampling=Sampling())
+            seq = Sequence(
+                prompt_ids=torch.randint(0, vocab, (length,), generator=generator).tolist(),
+                max_new_tokens=1,
+                sampling=Sampling(),
+            )
             seq.row, seq.kv_start = len(chunks), start
             chunks.append(Chunk(seq, 0, length))
             start, budget = start + length, budget - length
@@ -315,5 +350,8 @@ class ModelRunner:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.stats = RunnerStats()
-        return {"prefill_tokens": sum(c.length for c in chunks), "rows": rows,
-                "seconds": round(time.perf_counter() - started, 3)}
+        return {
+            "prefill_tokens": sum(c.length for c in chunks),
+            "rows": rows,
+            "seconds": round(time.perf_counter() - started, 3),
+        }

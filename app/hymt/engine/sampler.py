@@ -43,8 +43,9 @@ class Sampler:
         top_k = min(sampling.top_k, self.vocab_size) if sampling.top_k > 0 else self.vocab_size
         self.top_k[row] = top_k
         temperature = sampling.temperature if sampling.temperature > 0 else 1.0
-        self.floats[:, row] = torch.tensor([temperature, sampling.top_p, sampling.repetition_penalty,
-                                            float(sampling.greedy)])
+        self.floats[:, row] = torch.tensor(
+            [temperature, sampling.top_p, sampling.repetition_penalty, float(sampling.greedy)]
+        )
         self.ints[:, row] = torch.tensor([top_k, min_new_tokens, generated])
         self.seen[row].zero_()
         self.seen[row, torch.tensor(token_ids, device=self.device)] = True
@@ -62,8 +63,9 @@ class Sampler:
         temperature, top_p, penalty, greedy = self.floats[:, index]
         top_k, min_new, generated = self.ints[:, index]
         if self.kernels:
-            scores, best = kernels.penalize(logits, index, self.seen, self.floats[2], self.ints[1], self.ints[2],
-                                            self.stop_mask)
+            scores, best = kernels.penalize(
+                logits, index, self.seen, self.floats[2], self.ints[1], self.ints[2], self.stop_mask
+            )
         else:
             scores = logits.float()
             penalty = penalty[:, None]
@@ -77,8 +79,9 @@ class Sampler:
         self.ints[2, index] = generated + 1
         return tokens
 
-    def _draw(self, scores: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-              bound: int) -> torch.Tensor:
+    def _draw(
+        self, scores: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, bound: int
+    ) -> torch.Tensor:
         # Greedy rows are drawn too (and then ignored): one code path for the batch.
         scores = scores / temperature[:, None]
         values, indices = scores.topk(min(bound, scores.shape[1]), dim=-1)  # sorted, largest first

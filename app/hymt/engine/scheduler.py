@@ -1,13 +1,13 @@
 """Which segments run in the next model step: continuous batching at the granularity of one decoding step.
 
 A segment waits (FIFO) until a row and a contiguous KV range (prompt + output budget) are free; then it is
-prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other
-segment in flight, and it leaves the step it ends, giving its row and range to the next one at once. A prefill
-step also decodes one token of every segment already decoding (they ride along in the same packed pass), so
-newcomers never stall the running batch. A prefill step follows at most one decoding step in small batches; in
-large ones newcomers gather for a few decoding steps first, so that one prefill step takes several. All segments in flight share one LoRA adapter (an adapter switch waits for the batch to
-drain, in arrival order). Preemption (on out-of-memory) returns segments to the head of the queue with what they
-generated, to be prefilled again and resumed.
+prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other segment
+in flight, and it leaves the step it ends, giving its row and range to the next one at once. A prefill step also
+decodes one token of every segment already decoding (they ride along in the same packed pass), so newcomers never
+stall the running batch. A prefill step follows at most one decoding step in small batches; in large ones newcomers
+gather for a few decoding steps first, so that one prefill step takes several. All segments in flight share one LoRA
+adapter (an adapter switch waits for the batch to drain, in arrival order). Preemption (on out-of-memory) returns
+segments to the head of the queue with what they generated, to be prefilled again and resumed.
 
 Pure bookkeeping (no torch), tested without a model; the engine holds its lock around it.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Hashable
 
 from ..errors import Overloaded, PayloadTooLarge
 from .allocator import RangeAllocator
@@ -129,13 +129,16 @@ class Scheduler:
     def add(self, seqs: list[Sequence]) -> None:
         """Queue all of a job's segments, or none: a job that does not fit is refused whole."""
         if len(self.waiting) + len(seqs) > self.max_queue:
-            raise Overloaded(f"the queue is full ({len(self.waiting)} of {self.max_queue} segments waiting); "
-                             "try again shortly")
+            raise Overloaded(
+                f"the queue is full ({len(self.waiting)} of {self.max_queue} segments waiting); try again shortly"
+            )
         too_long = [s for s in seqs if s.kv_tokens > self.max_segment_tokens]
         if too_long:
-            raise PayloadTooLarge(f"a segment needs {too_long[0].kv_tokens} KV tokens (its prompt and output "
-                                  f"budget); the cache holds {self.max_segment_tokens}: split it or ask for fewer "
-                                  "new tokens")
+            raise PayloadTooLarge(
+                f"a segment needs {too_long[0].kv_tokens} KV tokens (its prompt and output "
+                f"budget); the cache holds {self.max_segment_tokens}: split it or ask for fewer "
+                "new tokens"
+            )
         for seq in seqs:
             seq.arrival = next(self._arrivals)
             seq.state = State.WAITING
@@ -167,20 +170,27 @@ class Scheduler:
 
     def wants_prefill(self) -> bool:
         """Whether the next step may prefill: a segment admitted and waiting for it, or one waiting with a row free."""
-        return any(s.needs_prefill for s in self.running) or (bool(self.waiting)
-                                                               and len(self.running) < self.max_in_flight)
+        return any(s.needs_prefill for s in self.running) or (
+            bool(self.waiting) and len(self.running) < self.max_in_flight
+        )
 
     def refresh_riders(self, step: Step) -> None:
         """A prefill step's decoding riders as they are now (a decoding step finished since it was scheduled)."""
         chunks = [c for c in step.chunks if not c.decoding]
-        step.chunks = chunks + [Chunk(c.seq, c.seq.num_cached, 1, decoding=True) for c in step.chunks
-                                if c.decoding and c.seq.state is State.RUNNING]
+        step.chunks = chunks + [
+            Chunk(c.seq, c.seq.num_cached, 1, decoding=True)
+            for c in step.chunks
+            if c.decoding and c.seq.state is State.RUNNING
+        ]
 
     def _prefill_due(self, pending: list[Sequence], ready: list[Sequence]) -> bool:
         """Whether newcomers have gathered long enough: waiting longer would bring no more of them into one step."""
-        return (self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)
-                or sum(s.num_tokens - s.num_cached for s in pending) >= self.prefill_tokens
-                or len(self.running) >= self.max_in_flight or bool(self.waiting))
+        return (
+            self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)
+            or sum(s.num_tokens - s.num_cached for s in pending) >= self.prefill_tokens
+            or len(self.running) >= self.max_in_flight
+            or bool(self.waiting)
+        )
 
     def _admit(self) -> None:
         """Admit waiting segments in arrival order while a row and an arena range are free, and the adapter

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -18,8 +18,7 @@ from ..planner.decision import Decision
 from ..planner.plan import in_flight, segment_kv_tokens
 from ..planner.tiers import TIERS
 from ..settings import Settings
-from . import adapters as adapter_registry
-from . import weights
+from . import adapters as adapter_registry, weights
 from .engine import Engine
 from .loader import load
 from .runner import ModelRunner, RunnerPlan
@@ -51,7 +50,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
         os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(settings.compile_cache_dir, "triton"))
     tiers = [decision.tier]
     if decision.device == "cuda" and settings.profile == "auto":
-        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1:] if t.auto and decision.allows(t)]
+        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1 :] if t.auto and decision.allows(t)]
     adapters = adapter_registry.read_manifest(settings.adapters) if settings.adapters else []
     startup = Startup()
     int4_refused = weights.int4_unavailable() if decision.device == "cuda" else None
@@ -94,11 +93,18 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
                 phase("warming up")
                 startup.warmup = runner.warm_up()
                 if kv_tokens != decision.kv_cache_tokens:
-                    decision = decision.with_kv_tokens(kv_tokens, runner.plan.max_in_flight,
-                                                       f"{decision.reason}; warm-up: {'; '.join(startup.steps)}")
+                    decision = decision.with_kv_tokens(
+                        kv_tokens, runner.plan.max_in_flight, f"{decision.reason}; warm-up: {'; '.join(startup.steps)}"
+                    )
                 startup.total_s = time.perf_counter() - began
-                log.info("profile %s ready in %.1f s: %d KV tokens, %d segments in flight, attention %s",
-                         decision.profile, startup.total_s, kv_tokens, runner.plan.max_in_flight, runner.attention)
+                log.info(
+                    "profile %s ready in %.1f s: %d KV tokens, %d segments in flight, attention %s",
+                    decision.profile,
+                    startup.total_s,
+                    kv_tokens,
+                    runner.plan.max_in_flight,
+                    runner.attention,
+                )
                 return Engine(settings, decision, runner, adapters, startup, glossaries)
             except torch.OutOfMemoryError:
                 startup.steps.append(f"{tier.name} out of memory with {kv_tokens} KV tokens")
@@ -116,10 +122,15 @@ def _runner_plan(settings: Settings, decision: Decision, tier, kv_tokens: int, a
     on_gpu = tier.device == "cuda"
     # LoRA wrappers choose their adapter in Python at every call, which a captured graph would freeze.
     graphs = on_gpu and settings.cuda_graphs and not adapters
-    return RunnerPlan(kv_tokens=kv_tokens, max_in_flight=in_flight(kv_tokens, decision.max_in_flight),
-                      prefill_tokens=decision.prefill_tokens, max_seq_tokens=segment_kv_tokens(settings),
-                      kv_cache="int8" if tier.kv_cache == "int8" else "16-bit", cuda_graphs=graphs,
-                      compiled=on_gpu and settings.compile)
+    return RunnerPlan(
+        kv_tokens=kv_tokens,
+        max_in_flight=in_flight(kv_tokens, decision.max_in_flight),
+        prefill_tokens=decision.prefill_tokens,
+        max_seq_tokens=segment_kv_tokens(settings),
+        kv_cache="int8" if tier.kv_cache == "int8" else "16-bit",
+        cuda_graphs=graphs,
+        compiled=on_gpu and settings.compile,
+    )
 
 
 def _release() -> None:

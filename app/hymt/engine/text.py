@@ -61,7 +61,7 @@ class TextWorker:
                     emit(event.job, event)
                 else:
                     self._finish(seq)
-            except Exception:  # noqa: BLE001 - one segment's failure must not stop the worker
+            except Exception:  # one segment's failure must not stop the worker
                 job = (event or Event("", seq.payload[0])).job
                 log.exception("finishing text of job %d failed", job.id)
                 self.engine.fail(job, "finishing the translation failed")
@@ -100,5 +100,5 @@ def emit(job: Job, event: Event) -> None:
     if job.listener is not None:
         try:
             job.listener(event)
-        except Exception:  # noqa: BLE001 - a broken listener must not stop the thread that delivers events
+        except Exception:  # a broken listener must not stop the thread that delivers events
             log.exception("listener of job %d failed", job.id)

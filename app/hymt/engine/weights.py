@@ -45,8 +45,11 @@ def fuse(model) -> bool:
         for owner, _, names in groups:
             for name in names:
                 module = getattr(owner, name)
-                if type(module) is not torch.nn.Linear or module.bias is not None or \
-                        module.weight.dtype not in (torch.bfloat16, torch.float16):
+                if (
+                    type(module) is not torch.nn.Linear
+                    or module.bias is not None
+                    or module.weight.dtype not in (torch.bfloat16, torch.float16)
+                ):
                     return False
         for owner, fused_name, names in groups:
             parts = [getattr(owner, name) for name in names]
@@ -56,7 +59,7 @@ def fuse(model) -> bool:
             offset = 0
             for part in parts:
                 rows = part.weight.shape[0]
-                part.weight.data = weight[offset:offset + rows]
+                part.weight.data = weight[offset : offset + rows]
                 offset += rows
             setattr(owner, fused_name, fused)
     return True
@@ -73,9 +76,12 @@ def _humming(weight: torch.Tensor, dtype: str):
     """A humming layer holding `weight` [n, k] (bf16, on the GPU) quantized to `dtype` in groups of GROUP_SIZE."""
     from humming.layer import HummingLayer
 
-    layer = HummingLayer(shape_n=weight.shape[0], shape_k=weight.shape[1],
-                         weight_config={"dtype": dtype, "group_size": GROUP_SIZE},
-                         torch_dtype=torch.bfloat16).to(weight.device)
+    layer = HummingLayer(
+        shape_n=weight.shape[0],
+        shape_k=weight.shape[1],
+        weight_config={"dtype": dtype, "group_size": GROUP_SIZE},
+        torch_dtype=torch.bfloat16,
+    ).to(weight.device)
     layer.load_from_unquantized(weight)
     layer.transform()
     return layer
@@ -94,7 +100,7 @@ class Int8Head(torch.nn.Module):
         self.layer = _humming(weight.to(device, torch.bfloat16), "uint8")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x)[..., :self.vocab]
+        return self.layer(x)[..., : self.vocab]
 
 
 def quantize_int4(model, device: torch.device) -> None:
@@ -112,17 +118,21 @@ def quantize_int4(model, device: torch.device) -> None:
     torch.cuda.empty_cache()
     for layer in _layers(model):
         attn, mlp = layer.self_attn, layer.mlp
-        for owner, fused_name, names in ((attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
-                                         (mlp, "gate_up_proj", ("gate_proj", "up_proj")), (attn, "o_proj", ("o_proj",)),
-                                         (mlp, "down_proj", ("down_proj",))):
+        for owner, fused_name, names in (
+            (attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
+            (mlp, "gate_up_proj", ("gate_proj", "up_proj")),
+            (attn, "o_proj", ("o_proj",)),
+            (mlp, "down_proj", ("down_proj",)),
+        ):
             weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
             quantized = _built(_humming, weight, "uint4")
             del weight
             for name in names:
                 delattr(owner, name)
             setattr(owner, fused_name, quantized)
-    log.info("quantized the projections to int4 and the head to int8 (humming) in %.1f s",
-             time.perf_counter() - started)
+    log.info(
+        "quantized the projections to int4 and the head to int8 (humming) in %.1f s", time.perf_counter() - started
+    )
 
 
 def _built(make, *args):
@@ -132,5 +142,6 @@ def _built(make, *args):
     except torch.OutOfMemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - a kernel that cannot be built here is one clear error
-        raise ModelLoadError(f"humming-kernels cannot serve int4 on this GPU: {type(exc).__name__}: "
-                             f"{exc}"[:400]) from None
+        raise ModelLoadError(
+            f"humming-kernels cannot serve int4 on this GPU: {type(exc).__name__}: {exc}"[:400]
+        ) from None

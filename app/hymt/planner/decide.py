@@ -51,14 +51,16 @@ def decision_for(settings) -> Decision:
     gpu = visible_gpu(settings.gpu_memory_gb)
     try:
         if family is CHIMERA_7B:
-            decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
-                "same", reason="the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself"))
+            decision = plan(shape, gpu, settings).with_fusion(
+                FusionPlan("same", reason="the model served is Hunyuan-MT-Chimera-7B: it fuses the candidates itself")
+            )
         elif settings.fusion_model:
             fusion_shape = checkpoint_shape(settings.fusion_model, from_name(settings.fusion_model))[0]
             decision = plan_with_fusion(shape, fusion_shape, gpu, settings)
         else:
-            decision = plan(shape, gpu, settings).with_fusion(FusionPlan(
-                "off", reason="no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint"))
+            decision = plan(shape, gpu, settings).with_fusion(
+                FusionPlan("off", reason="no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint")
+            )
     except HymtError as exc:
         raise _naming_the_small_models(exc, shape, gpu, settings) from None
     return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
@@ -72,9 +74,12 @@ def _naming_the_small_models(refused: HymtError, shape: ModelShape, gpu: GpuMemo
         small = plan(HY_MT_1_8B_SHAPE, gpu, settings)
     except HymtError:
         return refused
-    return HymtError(f"{refused.message}; a 1.8B model fits ({small.profile}): set HYMT_MODEL to "
-                     f"tencent/{HY_MT2_1_8B.name} ({HY_MT2_1_8B.license}) or tencent/{HY_MT15_1_8B.name}",
-                     error_type="does_not_fit", status=refused.status)
+    return HymtError(
+        f"{refused.message}; a 1.8B model fits ({small.profile}): set HYMT_MODEL to "
+        f"tencent/{HY_MT2_1_8B.name} ({HY_MT2_1_8B.license}) or tencent/{HY_MT15_1_8B.name}",
+        error_type="does_not_fit",
+        status=refused.status,
+    )
 
 
 def _family(settings) -> Family | None:

@@ -24,7 +24,7 @@ class FusionPlan:
     reason: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict) -> "FusionPlan":
+    def from_json(cls, data: dict) -> FusionPlan:
         own = data.get("decision")
         return cls(**{**data, "decision": Decision.from_json(own) if own else None})
 
@@ -46,7 +46,7 @@ class Decision:
     fusion: FusionPlan = FusionPlan()
 
     @classmethod
-    def from_json(cls, data: dict) -> "Decision":
+    def from_json(cls, data: dict) -> Decision:
         return cls(**{**data, "fusion": FusionPlan.from_json(data.get("fusion") or {})})
 
     @property
@@ -60,19 +60,30 @@ class Decision:
         """Whether this GPU runs the tier's kernels."""
         return runs_on(tier, (self.gpu or {}).get("compute_capability"))
 
-    def with_kv_tokens(self, kv_tokens: int, max_in_flight: int, reason: str) -> "Decision":
+    def with_kv_tokens(self, kv_tokens: int, max_in_flight: int, reason: str) -> Decision:
         per_token = self.kv_cache_bytes // max(1, self.kv_cache_tokens)
-        return dataclasses.replace(self, kv_cache_tokens=kv_tokens, kv_cache_bytes=kv_tokens * per_token,
-                                   max_in_flight=max_in_flight, reason=reason)
+        return dataclasses.replace(
+            self,
+            kv_cache_tokens=kv_tokens,
+            kv_cache_bytes=kv_tokens * per_token,
+            max_in_flight=max_in_flight,
+            reason=reason,
+        )
 
-    def with_tier(self, tier: Tier, reason: str) -> "Decision":
+    def with_tier(self, tier: Tier, reason: str) -> Decision:
         """The next tier down, with the KV arena the planner gave it."""
         info = self.numbers.get("tiers", {}).get(tier.name, {})
         kv_tokens = info.get("kv_cache_tokens", self.kv_cache_tokens)
-        return dataclasses.replace(self, profile=tier.name, weights=tier.weights, kv_cache=tier.kv_cache,
-                                   kv_cache_tokens=kv_tokens,
-                                   kv_cache_bytes=kv_tokens * info.get("kv_bytes_per_token", 0),
-                                   max_in_flight=info.get("max_in_flight", self.max_in_flight), reason=reason)
+        return dataclasses.replace(
+            self,
+            profile=tier.name,
+            weights=tier.weights,
+            kv_cache=tier.kv_cache,
+            kv_cache_tokens=kv_tokens,
+            kv_cache_bytes=kv_tokens * info.get("kv_bytes_per_token", 0),
+            max_in_flight=info.get("max_in_flight", self.max_in_flight),
+            reason=reason,
+        )
 
-    def with_fusion(self, fusion: FusionPlan) -> "Decision":
+    def with_fusion(self, fusion: FusionPlan) -> Decision:
         return dataclasses.replace(self, fusion=fusion)

@@ -20,11 +20,18 @@ FUSION_TIERS = ("bf16", "nf4", "nf4-int8kv")
 def fusion_settings(settings):
     """The fusion engine's settings: its prompt holds the source segment and six candidates (each up to the
     translation's output budget of 3x the source + 16, cut to fit), and it answers with one translation."""
-    return dataclasses.replace(settings, model=settings.fusion_model,
-                               max_segment_tokens=min(4096, 7 * settings.max_segment_tokens + 128),
-                               max_new_tokens=output_tokens(settings), max_in_flight=FUSION_IN_FLIGHT,
-                               kv_cache_tokens=None, glossaries=None, adapters=None, fusion_model=None,
-                               model_family="auto")
+    return dataclasses.replace(
+        settings,
+        model=settings.fusion_model,
+        max_segment_tokens=min(4096, 7 * settings.max_segment_tokens + 128),
+        max_new_tokens=output_tokens(settings),
+        max_in_flight=FUSION_IN_FLIGHT,
+        kv_cache_tokens=None,
+        glossaries=None,
+        adapters=None,
+        fusion_model=None,
+        model_family="auto",
+    )
 
 
 def best_segment_tokens(settings, fusion_max_seq_tokens: int) -> int:
@@ -37,9 +44,11 @@ def fusion_need_bytes(shape: ModelShape, tier: Tier, fusion) -> int:
     """GPU memory for the fusion model at a tier: weights, scratch and a KV arena for FUSION_IN_FLIGHT segments,
     with the allocator's slack."""
     kv_tokens = FUSION_IN_FLIGHT * segment_kv_tokens(fusion)
-    need = (shape.weight_bytes(tier.weights) + shape.transient_bytes(tier.weights, FUSION_IN_FLIGHT,
-                                                                     fusion.prefill_tokens)
-            + kv_tokens * shape.kv_bytes_per_token(tier.kv_cache))
+    need = (
+        shape.weight_bytes(tier.weights)
+        + shape.transient_bytes(tier.weights, FUSION_IN_FLIGHT, fusion.prefill_tokens)
+        + kv_tokens * shape.kv_bytes_per_token(tier.kv_cache)
+    )
     return int(need / (1 - ALLOCATOR_SLACK))
 
 
@@ -52,8 +61,15 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
     kv_tokens = FUSION_IN_FLIGHT * segment_kv_tokens(fusion)
     if gpu is None or settings.profile == CPU_TIER.name:
         decision = plan(shape, gpu, settings)
-        own = decision_at(CPU_TIER, kv_tokens, kv_tokens * fusion_shape.kv_bytes_per_token("fp32"), fusion,
-                          "beside the translation model in the computer's memory", None, {})
+        own = decision_at(
+            CPU_TIER,
+            kv_tokens,
+            kv_tokens * fusion_shape.kv_bytes_per_token("fp32"),
+            fusion,
+            "beside the translation model in the computer's memory",
+            None,
+            {},
+        )
         return decision.with_fusion(FusionPlan("resident", own, own.reason))
     options = []
     for name in FUSION_TIERS:
@@ -65,18 +81,39 @@ def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory
             decision = plan(shape, dataclasses.replace(gpu, free_bytes=gpu.free_bytes - need), settings)
         except HymtError:
             continue
-        options.append((TIERS.index(decision.tier), decision.kv_cache_tokens < settings.target_kv_tokens,
-                        FUSION_TIERS.index(name), decision, tier, need))
+        options.append(
+            (
+                TIERS.index(decision.tier),
+                decision.kv_cache_tokens < settings.target_kv_tokens,
+                FUSION_TIERS.index(name),
+                decision,
+                tier,
+                need,
+            )
+        )
     if not options:
         decision = plan(shape, gpu, settings)
         smallest = min(fusion_need_bytes(fusion_shape, TIERS_BY_NAME[n], fusion) for n in FUSION_TIERS) / GIB
-        return decision.with_fusion(FusionPlan("refused", reason=(
-            f"the fusion model (Hunyuan-MT-Chimera-7B) needs at least {smallest:.1f} GiB beside the translation "
-            f"model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both")))
+        return decision.with_fusion(
+            FusionPlan(
+                "refused",
+                reason=(
+                    f"the fusion model (Hunyuan-MT-Chimera-7B) needs at least {smallest:.1f} GiB "
+                    f"beside the translation model, and {gpu.free_bytes / GIB:.1f} GiB has no room for both"
+                ),
+            )
+        )
     *_, decision, tier, need = min(options, key=lambda o: o[:3])
-    reason = (f"{tier.name} beside the translation model ({decision.profile}): {need / GIB:.1f} GiB set aside "
-              f"for it")
-    own = decision_at(tier, kv_tokens, kv_tokens * fusion_shape.kv_bytes_per_token(tier.kv_cache), fusion, reason,
-                      gpu, {}, fusion_shape.quantized_format)
+    reason = f"{tier.name} beside the translation model ({decision.profile}): {need / GIB:.1f} GiB set aside for it"
+    own = decision_at(
+        tier,
+        kv_tokens,
+        kv_tokens * fusion_shape.kv_bytes_per_token(tier.kv_cache),
+        fusion,
+        reason,
+        gpu,
+        {},
+        fusion_shape.quantized_format,
+    )
     beside = f"; with the fusion model resident ({need / GIB:.1f} GiB set aside)"
     return dataclasses.replace(decision, reason=decision.reason + beside, fusion=FusionPlan("resident", own, reason))

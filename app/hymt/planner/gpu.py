@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 log = logging.getLogger("hymt.hardware")
 
-GIB = 1024 ** 3
+GIB = 1024**3
 # Held by the driver for the CUDA context and kernels, outside torch's allocator (measured about 0.5 GiB).
 CUDA_CONTEXT_BYTES = int(0.6 * GIB)
 
@@ -34,8 +34,13 @@ def simulate(gpu: GpuMemory | None, card_gb: float) -> GpuMemory:
     """A card of `card_gb` GiB, empty, standing in for the real one (which must be at least as large to run)."""
     total = int(card_gb * GIB)
     name = f"simulated {card_gb:g} GiB" + (f" on {gpu.name}" if gpu else "")
-    return GpuMemory(name=name, total_bytes=total, free_bytes=total, source="simulated",
-                     compute_capability=gpu.compute_capability if gpu else None)
+    return GpuMemory(
+        name=name,
+        total_bytes=total,
+        free_bytes=total,
+        source="simulated",
+        compute_capability=gpu.compute_capability if gpu else None,
+    )
 
 
 def _from_nvml(index: int) -> GpuMemory | None:
@@ -54,8 +59,13 @@ def _from_nvml(index: int) -> GpuMemory | None:
                 capability = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle))
             except pynvml.NVMLError:
                 capability = None
-            return GpuMemory(name=name, total_bytes=int(info.total), free_bytes=int(info.free), source="nvml",
-                             compute_capability=capability)
+            return GpuMemory(
+                name=name,
+                total_bytes=int(info.total),
+                free_bytes=int(info.free),
+                source="nvml",
+                compute_capability=capability,
+            )
         finally:
             pynvml.nvmlShutdown()
     except pynvml.NVMLError:
@@ -68,16 +78,26 @@ def _from_nvidia_smi(index: int) -> GpuMemory | None:
         return None
     try:
         out = subprocess.run(
-            [exe, f"--id={index}", "--query-gpu=name,memory.total,memory.free,compute_cap",
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=10, check=True,
+            [
+                exe,
+                f"--id={index}",
+                "--query-gpu=name,memory.total,memory.free,compute_cap",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         name, total_mib, free_mib, capability = (part.strip() for part in out.split(","))
         major, _, minor = capability.partition(".")
-        return GpuMemory(name=name, total_bytes=int(float(total_mib)) * 1024 ** 2,
-                         free_bytes=int(float(free_mib)) * 1024 ** 2, source="nvidia-smi",
-                         compute_capability=(int(major), int(minor)) if major.isdigit() and minor.isdigit()
-                         else None)
+        return GpuMemory(
+            name=name,
+            total_bytes=int(float(total_mib)) * 1024**2,
+            free_bytes=int(float(free_mib)) * 1024**2,
+            source="nvidia-smi",
+            compute_capability=(int(major), int(minor)) if major.isdigit() and minor.isdigit() else None,
+        )
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
 
@@ -86,6 +106,7 @@ def process_gpu_memory_bytes(pid: int, index: int = 0) -> int | None:
     """GPU memory held by one process, as the driver counts it (includes the CUDA context). None if unknown."""
     try:
         import pynvml
+
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no NVML library, no driver or no GPU: the figure is unknown
         return None

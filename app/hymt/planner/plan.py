@@ -27,8 +27,13 @@ def segment_kv_tokens(settings) -> int:
     return PROMPT_OVERHEAD_TOKENS + settings.max_segment_tokens + output_tokens(settings)
 
 
-def kv_budget(shape: ModelShape, tier: Tier, gpu: GpuMemory, max_in_flight: int, prefill_tokens: int,
-              ) -> dict:
+def kv_budget(
+    shape: ModelShape,
+    tier: Tier,
+    gpu: GpuMemory,
+    max_in_flight: int,
+    prefill_tokens: int,
+) -> dict:
     """How many KV tokens fit beside this tier's weights and scratch on this card, and the numbers behind it."""
     usable = (gpu.free_bytes - CUDA_CONTEXT_BYTES) * (1 - ALLOCATOR_SLACK)
     weights = shape.weight_bytes(tier.weights)
@@ -36,9 +41,14 @@ def kv_budget(shape: ModelShape, tier: Tier, gpu: GpuMemory, max_in_flight: int,
     transient = shape.transient_bytes(tier.weights, max_in_flight, prefill_tokens)
     left = usable - weights - transient
     tokens = int(left // per_token) if left > 0 else 0
-    return {"usable_bytes": int(usable), "weight_bytes": weights, "transient_bytes": transient,
-            "kv_bytes_per_token": per_token, "kv_cache_tokens": tokens,
-            "max_in_flight": in_flight(tokens, max_in_flight)}
+    return {
+        "usable_bytes": int(usable),
+        "weight_bytes": weights,
+        "transient_bytes": transient,
+        "kv_bytes_per_token": per_token,
+        "kv_cache_tokens": tokens,
+        "max_in_flight": in_flight(tokens, max_in_flight),
+    }
 
 
 def in_flight(kv_tokens: int, max_in_flight: int) -> int:
@@ -58,29 +68,38 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
         return decision_at(CPU_TIER, tokens, tokens * shape.kv_bytes_per_token("fp32"), settings, why, None, {})
 
     per_tier = {t.name: kv_budget(shape, t, gpu, settings.max_in_flight, settings.prefill_tokens) for t in TIERS}
-    numbers = {"tiers": per_tier, "target_kv_tokens": settings.target_kv_tokens,
-               "cuda_context_bytes": CUDA_CONTEXT_BYTES, "allocator_slack": ALLOCATOR_SLACK}
+    numbers = {
+        "tiers": per_tier,
+        "target_kv_tokens": settings.target_kv_tokens,
+        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+        "allocator_slack": ALLOCATOR_SLACK,
+    }
     gib = gpu.free_bytes / GIB
-    capability = f" (compute capability {'.'.join(map(str, gpu.compute_capability))})" if gpu.compute_capability \
-        else ""
+    capability = f" (compute capability {'.'.join(map(str, gpu.compute_capability))})" if gpu.compute_capability else ""
 
     def settle_on(tier: Tier, why: str) -> Decision:
         info = per_tier[tier.name]
         tokens = settings.kv_cache_tokens or info["kv_cache_tokens"]
-        return decision_at(tier, tokens, tokens * info["kv_bytes_per_token"], settings, why, gpu, numbers,
-                           shape.quantized_format)
+        return decision_at(
+            tier, tokens, tokens * info["kv_bytes_per_token"], settings, why, gpu, numbers, shape.quantized_format
+        )
 
     if forced != AUTO:
         tier = TIERS_BY_NAME.get(forced)
         if tier is None or tier is CPU_TIER:
             raise ConfigError(f"unknown profile {forced!r}")
         if not runs_on(tier, gpu.compute_capability):
-            raise HymtError(f"profile {forced} needs a GPU of compute capability "
-                            f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
-                            error_type="does_not_fit")
+            raise HymtError(
+                f"profile {forced} needs a GPU of compute capability "
+                f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
+                error_type="does_not_fit",
+            )
         if per_tier[tier.name]["kv_cache_tokens"] <= seq_tokens:
-            raise HymtError(f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
-                            f"{_need_gib(shape, tier, settings, seq_tokens):.1f} GiB", error_type="does_not_fit")
+            raise HymtError(
+                f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
+                f"{_need_gib(shape, tier, settings, seq_tokens):.1f} GiB",
+                error_type="does_not_fit",
+            )
         return settle_on(tier, "forced by HYMT_PROFILE")
 
     # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of INT4 or NF4).
@@ -90,32 +109,57 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
     note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
     for tier in candidates:
         if per_tier[tier.name]["kv_cache_tokens"] >= settings.target_kv_tokens:
-            return settle_on(tier, f"highest-fidelity tier leaving room for {settings.target_kv_tokens} KV tokens "
-                                   f"in {gib:.1f} GiB{note}")
+            return settle_on(
+                tier,
+                f"highest-fidelity tier leaving room for {settings.target_kv_tokens} KV tokens in {gib:.1f} GiB{note}",
+            )
     best = max(candidates, key=lambda t: per_tier[t.name]["kv_cache_tokens"])
     fits = per_tier[best.name]["kv_cache_tokens"]
     if fits > seq_tokens:
-        return settle_on(best, f"no tier leaves room for {settings.target_kv_tokens} KV tokens in {gib:.1f} GiB; "
-                               f"{best.name} leaves the most ({fits}){note}")
+        return settle_on(
+            best,
+            f"no tier leaves room for {settings.target_kv_tokens} KV tokens in {gib:.1f} GiB; "
+            f"{best.name} leaves the most ({fits}){note}",
+        )
     smallest = min(candidates, key=lambda t: _need_gib(shape, t, settings, seq_tokens))
-    raise HymtError(f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
-                    f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB",
-                    error_type="does_not_fit")
+    raise HymtError(
+        f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
+        f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB",
+        error_type="does_not_fit",
+    )
 
 
 def _need_gib(shape: ModelShape, tier: Tier, settings, seq_tokens: int) -> float:
-    need = (shape.weight_bytes(tier.weights)
-            + shape.transient_bytes(tier.weights, in_flight(seq_tokens, settings.max_in_flight),
-                                    settings.prefill_tokens)
-            + (seq_tokens + 1) * shape.kv_bytes_per_token(tier.kv_cache)) / (1 - ALLOCATOR_SLACK) + CUDA_CONTEXT_BYTES
+    need = (
+        shape.weight_bytes(tier.weights)
+        + shape.transient_bytes(tier.weights, in_flight(seq_tokens, settings.max_in_flight), settings.prefill_tokens)
+        + (seq_tokens + 1) * shape.kv_bytes_per_token(tier.kv_cache)
+    ) / (1 - ALLOCATOR_SLACK) + CUDA_CONTEXT_BYTES
     return need / GIB
 
 
-def decision_at(tier: Tier, kv_tokens: int, kv_bytes: int, settings, reason: str, gpu: GpuMemory | None,
-                numbers: dict, weights: str | None = None) -> Decision:
+def decision_at(
+    tier: Tier,
+    kv_tokens: int,
+    kv_bytes: int,
+    settings,
+    reason: str,
+    gpu: GpuMemory | None,
+    numbers: dict,
+    weights: str | None = None,
+) -> Decision:
     """The decision for a tier the planner settled on, with a KV arena of `kv_tokens` (`kv_bytes`)."""
-    return Decision(profile=tier.name, weights=weights or tier.weights, kv_cache=tier.kv_cache, device=tier.device,
-                    kv_cache_tokens=kv_tokens, kv_cache_bytes=kv_bytes,
-                    max_in_flight=in_flight(kv_tokens, settings.max_in_flight), prefill_tokens=settings.prefill_tokens,
-                    max_seq_tokens=segment_kv_tokens(settings), reason=reason,
-                    gpu=gpu.to_json() if gpu else None, numbers=numbers)
+    return Decision(
+        profile=tier.name,
+        weights=weights or tier.weights,
+        kv_cache=tier.kv_cache,
+        device=tier.device,
+        kv_cache_tokens=kv_tokens,
+        kv_cache_bytes=kv_bytes,
+        max_in_flight=in_flight(kv_tokens, settings.max_in_flight),
+        prefill_tokens=settings.prefill_tokens,
+        max_seq_tokens=segment_kv_tokens(settings),
+        reason=reason,
+        gpu=gpu.to_json() if gpu else None,
+        numbers=numbers,
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # CUDA graph pool for decoding, cuBLAS workspaces, compiled kernels, rotary tables: measured well under this.
-FIXED_OVERHEAD_BYTES = 384 * 1024 ** 2
+FIXED_OVERHEAD_BYTES = 384 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -24,16 +24,19 @@ class ModelShape:
     quantized_format: str | None = None  # e.g. "gptq-int4"
 
     @classmethod
-    def from_config(cls, config) -> "ModelShape":
+    def from_config(cls, config) -> ModelShape:
         heads = config.num_attention_heads
         quant = getattr(config, "quantization_config", None)
         bits = _get(quant, "bits") if quant else None
         return cls(
-            hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
-            num_layers=config.num_hidden_layers, num_heads=heads,
+            hidden_size=config.hidden_size,
+            intermediate_size=config.intermediate_size,
+            num_layers=config.num_hidden_layers,
+            num_heads=heads,
             num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
             head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
-            vocab_size=config.vocab_size, tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+            vocab_size=config.vocab_size,
+            tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
             quantized_bits=int(bits) if bits else None,
             quantized_format=f"{_get(quant, 'quant_method')}-int{bits}" if bits else None,
         )
@@ -56,8 +59,13 @@ class ModelShape:
     def weight_bytes(self, weights: str) -> int:
         # NF4 with double quantization: 4 bits, an 8-bit absmax per 64 values, an fp32 scale per 256 absmaxes.
         # INT4: 4 bits and a 16-bit scale and zero point per group of 128.
-        per_linear = {"fp32": 4.0, "bf16": 2.0, "int8": 1.0 + 4.0 / self.hidden_size, "int4": 0.5 + 4 / 128,
-                      "nf4": 0.5 + 1 / 64 + 4 / (64 * 256)}[weights]
+        per_linear = {
+            "fp32": 4.0,
+            "bf16": 2.0,
+            "int8": 1.0 + 4.0 / self.hidden_size,
+            "int4": 0.5 + 4 / 128,
+            "nf4": 0.5 + 1 / 64 + 4 / (64 * 256),
+        }[weights]
         per_other = 4.0 if weights == "fp32" else 2.0
         # INT4 keeps the output head in 8 bits (engine/weights.py): with tied embeddings a copy beside the 16-bit
         # embeddings, which the 1.8B models' plan on a 4 GB card must count.
@@ -91,9 +99,25 @@ def _get(obj, key: str):
 # The shape of Hunyuan-MT-7B (FACTS.md), which Chimera, HY-MT1.5-7B and Hy-MT2-7B share; used only when the
 # checkpoint's config cannot be read yet (before a download, or `hymt profile --family`). Not the model family of
 # the same name (hymt.family.HUNYUAN_MT_7B).
-HUNYUAN_MT_7B_SHAPE = ModelShape(hidden_size=4096, intermediate_size=14336, num_layers=32, num_heads=32,
-                                 num_kv_heads=8, head_dim=128, vocab_size=128167, tied_embeddings=False)
+HUNYUAN_MT_7B_SHAPE = ModelShape(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_layers=32,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    vocab_size=128167,
+    tied_embeddings=False,
+)
 # The shape HY-MT1.5-1.8B and Hy-MT2-1.8B share (their published config.json as FACTS.md quotes it: no official
 # repository states it), for the same use.
-HY_MT_1_8B_SHAPE = ModelShape(hidden_size=2048, intermediate_size=6144, num_layers=32, num_heads=16, num_kv_heads=4,
-                              head_dim=128, vocab_size=120818, tied_embeddings=True)
+HY_MT_1_8B_SHAPE = ModelShape(
+    hidden_size=2048,
+    intermediate_size=6144,
+    num_layers=32,
+    num_heads=16,
+    num_kv_heads=4,
+    head_dim=128,
+    vocab_size=120818,
+    tied_embeddings=True,
+)

@@ -13,5 +13,16 @@ from .layers import add_rms_norm, rope_norm_store
 from .matvec import MATVEC_CONFIGS, matvec, tune_matvec
 from .sampling import penalize
 
-__all__ = ["AVAILABLE", "MATVEC_CONFIGS", "PROGRAMS", "add_rms_norm", "decode_attention", "enable_pdl", "matvec",
-           "penalize", "rope_norm_store", "splits_for", "tune_matvec"]
+__all__ = [
+    "AVAILABLE",
+    "MATVEC_CONFIGS",
+    "PROGRAMS",
+    "add_rms_norm",
+    "decode_attention",
+    "enable_pdl",
+    "matvec",
+    "penalize",
+    "rope_norm_store",
+    "splits_for",
+    "tune_matvec",
+]

@@ -26,11 +26,44 @@ if AVAILABLE:
     from .layers import rope_norm, store_kv
 
     @triton.jit
-    def _decode(Q, K, V, Cos, Sin, Positions, QWeight, KWeight, Keys, Values, KScales, VScales, Starts, Lengths,
-                Out, PartOut, PartLse, Arrived, eps, scale_log2, stride_q, stride_k, stride_v, stride_cos, stride_kv,
-                stride_scale, stride_out, HEADS: tl.constexpr, KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
-                BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-                QUANT: tl.constexpr, PDL: tl.constexpr):
+    def _decode(
+        Q,
+        K,
+        V,
+        Cos,
+        Sin,
+        Positions,
+        QWeight,
+        KWeight,
+        Keys,
+        Values,
+        KScales,
+        VScales,
+        Starts,
+        Lengths,
+        Out,
+        PartOut,
+        PartLse,
+        Arrived,
+        eps,
+        scale_log2,
+        stride_q,
+        stride_k,
+        stride_v,
+        stride_cos,
+        stride_kv,
+        stride_scale,
+        stride_out,
+        HEADS: tl.constexpr,
+        KV_HEADS: tl.constexpr,
+        GROUP: tl.constexpr,
+        BLOCK_G: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        SPLITS: tl.constexpr,
+        QUANT: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         wait_for_inputs(PDL)
         seg = tl.program_id(0)
         kv_head = tl.program_id(1)
@@ -46,9 +79,15 @@ if AVAILABLE:
         cos = tl.load(Cos + position * stride_cos + d)
         sin = tl.load(Sin + position * stride_cos + d)
         q_rows = Q + seg * stride_q + heads[:, None] * D
-        q = rope_norm(tl.load(q_rows + d[None, :], mask=in_group, other=0.0),
-                      tl.load(q_rows + swapped[None, :], mask=in_group, other=0.0), cos, sin, tl.load(QWeight + d),
-                      eps, D)
+        q = rope_norm(
+            tl.load(q_rows + d[None, :], mask=in_group, other=0.0),
+            tl.load(q_rows + swapped[None, :], mask=in_group, other=0.0),
+            cos,
+            sin,
+            tl.load(QWeight + d),
+            eps,
+            D,
+        )
         m = tl.full([BLOCK_G], float("-inf"), tl.float32)
         total = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, D], tl.float32)
@@ -75,11 +114,13 @@ if AVAILABLE:
             m = m_new
         if part == SPLITS - 1:  # the new token: stored at its row, and attended to from here, as the arena holds it
             k_row = K + seg * stride_k + kv_head * D
-            key = rope_norm(tl.load(k_row + d)[None, :], tl.load(k_row + swapped)[None, :], cos, sin,
-                            tl.load(KWeight + d), eps, D)
+            key = rope_norm(
+                tl.load(k_row + d)[None, :], tl.load(k_row + swapped)[None, :], cos, sin, tl.load(KWeight + d), eps, D
+            )
             value = tl.load(V + seg * stride_v + kv_head * D + d)[None, :]
-            key, value, key_scale, value_scale = store_kv(Keys, Values, KScales, VScales, start + cached, kv_head,
-                                                          key, value, stride_kv, stride_scale, D, QUANT)
+            key, value, key_scale, value_scale = store_kv(
+                Keys, Values, KScales, VScales, start + cached, kv_head, key, value, stride_kv, stride_scale, D, QUANT
+            )
             score = tl.sum(q.to(tl.float32) * key.to(tl.float32), axis=1) * scale_log2 * key_scale
             m_new = tl.maximum(m, score)
             p = tl.exp2(score - m_new)
@@ -88,8 +129,11 @@ if AVAILABLE:
             acc = acc * alpha[:, None] + (p * value_scale).to(q.dtype).to(tl.float32)[:, None] * value.to(tl.float32)
             m = m_new
         if SPLITS == 1:
-            tl.store(Out + seg * stride_out + heads[:, None] * D + d[None, :], (acc / total[:, None]).to(q.dtype),
-                     mask=in_group)
+            tl.store(
+                Out + seg * stride_out + heads[:, None] * D + d[None, :],
+                (acc / total[:, None]).to(q.dtype),
+                mask=in_group,
+            )
         else:
             # An empty part (its range starts past the cached rows) weighs nothing in the merge.
             nonempty = total > 0
@@ -106,18 +150,22 @@ if AVAILABLE:
                 tl.atomic_xchg(counter, 0)
                 top = tl.full([BLOCK_G], float("-inf"), tl.float32)
                 for s in tl.static_range(SPLITS):
-                    top = tl.maximum(top, tl.load(PartLse + slots + s, mask=g < GROUP, other=0.0,
-                                                  cache_modifier=".cg"))
+                    top = tl.maximum(top, tl.load(PartLse + slots + s, mask=g < GROUP, other=0.0, cache_modifier=".cg"))
                 weights = tl.zeros([BLOCK_G], tl.float32)
                 merged = tl.zeros([BLOCK_G, D], tl.float32)
                 for s in tl.static_range(SPLITS):
-                    weight = tl.exp2(tl.load(PartLse + slots + s, mask=g < GROUP, other=0.0,
-                                             cache_modifier=".cg") - top)
-                    merged += weight[:, None] * tl.load(PartOut + (slots + s)[:, None] * D + d[None, :],
-                                                        mask=in_group, other=0.0, cache_modifier=".cg")
+                    weight = tl.exp2(
+                        tl.load(PartLse + slots + s, mask=g < GROUP, other=0.0, cache_modifier=".cg") - top
+                    )
+                    merged += weight[:, None] * tl.load(
+                        PartOut + (slots + s)[:, None] * D + d[None, :], mask=in_group, other=0.0, cache_modifier=".cg"
+                    )
                     weights += weight
-                tl.store(Out + seg * stride_out + heads[:, None] * D + d[None, :],
-                         (merged / weights[:, None]).to(q.dtype), mask=in_group)
+                tl.store(
+                    Out + seg * stride_out + heads[:, None] * D + d[None, :],
+                    (merged / weights[:, None]).to(q.dtype),
+                    mask=in_group,
+                )
 
 
 def splits_for(segments: int, kv_heads: int) -> int:
@@ -130,11 +178,26 @@ def splits_for(segments: int, kv_heads: int) -> int:
     return splits
 
 
-def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                     positions: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, eps: float,
-                     keys: torch.Tensor, values: torch.Tensor, key_scales: torch.Tensor | None,
-                     value_scales: torch.Tensor | None, starts: torch.Tensor, lengths: torch.Tensor, scale: float,
-                     arrived: torch.Tensor, splits: int | None = None) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    key_scales: torch.Tensor | None,
+    value_scales: torch.Tensor | None,
+    starts: torch.Tensor,
+    lengths: torch.Tensor,
+    scale: float,
+    arrived: torch.Tensor,
+    splits: int | None = None,
+) -> torch.Tensor:
     """A decoding step's attention for n segments: their new token's q [n, heads * D], k and v [n, kv_heads * D]
     (row-strided views are fine) at `positions` [n], rotated and normalised with cos/sin [positions, D] and the
     norm weights; its key and value stored at row start + length - 1 of the layer's arena `keys`/`values`
@@ -156,10 +219,43 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: tor
     else:
         part_out = part_lse = out
     common.launch(
-        _decode, (n, kv_heads, splits), q, k, v, cos, sin, positions, q_weight, k_weight, keys, values,
-        key_scales if quant else keys, value_scales if quant else values, starts, lengths, out, part_out, part_lse,
-        arrived, eps, scale * 1.4426950408889634, q.stride(0), k.stride(0), v.stride(0), cos.stride(0),
-        keys.stride(0), key_scales.stride(0) if quant else 0, out.stride(0), HEADS=heads, KV_HEADS=kv_heads,
-        GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), D=head_dim, BLOCK_N=64, SPLITS=splits,
-        QUANT=quant, num_warps=4)
+        _decode,
+        (n, kv_heads, splits),
+        q,
+        k,
+        v,
+        cos,
+        sin,
+        positions,
+        q_weight,
+        k_weight,
+        keys,
+        values,
+        key_scales if quant else keys,
+        value_scales if quant else values,
+        starts,
+        lengths,
+        out,
+        part_out,
+        part_lse,
+        arrived,
+        eps,
+        scale * 1.4426950408889634,
+        q.stride(0),
+        k.stride(0),
+        v.stride(0),
+        cos.stride(0),
+        keys.stride(0),
+        key_scales.stride(0) if quant else 0,
+        out.stride(0),
+        HEADS=heads,
+        KV_HEADS=kv_heads,
+        GROUP=group,
+        BLOCK_G=max(16, triton.next_power_of_2(group)),
+        D=head_dim,
+        BLOCK_N=64,
+        SPLITS=splits,
+        QUANT=quant,
+        num_warps=4,
+    )
     return out

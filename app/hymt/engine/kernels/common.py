@@ -58,7 +58,7 @@ def enable_pdl(device: torch.device) -> bool:
         torch.cuda.synchronize(device)
         if x.item() != 4:  # two launches, then two replayed
             raise RuntimeError(f"two eager and two replayed dependent launches counted {x.item()}, not 4")
-    except Exception:  # noqa: BLE001 - PDL is a speed-up: plain launches serve where it cannot run
+    except Exception:  # PDL is a speed-up: plain launches serve where it cannot run
         log.exception("programmatic dependent launch does not run here; kernels launch one after another")
         return False
     PDL = True

@@ -38,8 +38,20 @@ if AVAILABLE:
         return tl.minimum(tl.maximum(tl.floor(f / scale + 0.5), -127.0), 127.0).to(tl.int8), scale.to(x.dtype)
 
     @triton.jit
-    def store_kv(Keys, Values, KScales, VScales, row, kv_head, k, v, stride_kv, stride_scale, D: tl.constexpr,
-                 QUANT: tl.constexpr):
+    def store_kv(
+        Keys,
+        Values,
+        KScales,
+        VScales,
+        row,
+        kv_head,
+        k,
+        v,
+        stride_kv,
+        stride_scale,
+        D: tl.constexpr,
+        QUANT: tl.constexpr,
+    ):
         """One token's key and value [1, D] at its arena row, quantized with their scales on the INT8 tier: the key,
         the value and their scales (float32) as the arena now holds them (16-bit: as given, scales 1)."""
         d = tl.arange(0, D)[None, :]
@@ -58,9 +70,34 @@ if AVAILABLE:
             return k, v, 1.0, 1.0
 
     @triton.jit
-    def _rope_norm_store(Q, K, V, Cos, Sin, Positions, Rows, QWeight, KWeight, QOut, Keys, Values, KScales, VScales,
-                         eps, stride_q, stride_k, stride_v, stride_cos, stride_out, stride_kv, stride_scale,
-                         HEADS: tl.constexpr, D: tl.constexpr, QUANT: tl.constexpr, PDL: tl.constexpr):
+    def _rope_norm_store(
+        Q,
+        K,
+        V,
+        Cos,
+        Sin,
+        Positions,
+        Rows,
+        QWeight,
+        KWeight,
+        QOut,
+        Keys,
+        Values,
+        KScales,
+        VScales,
+        eps,
+        stride_q,
+        stride_k,
+        stride_v,
+        stride_cos,
+        stride_out,
+        stride_kv,
+        stride_scale,
+        HEADS: tl.constexpr,
+        D: tl.constexpr,
+        QUANT: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         wait_for_inputs(PDL)
         token = tl.program_id(0)
         head = tl.program_id(1)  # query heads first, then the KV heads
@@ -75,19 +112,43 @@ if AVAILABLE:
         else:
             source = K + token * stride_k + (head - HEADS) * D
             weight = KWeight
-        y = rope_norm(tl.load(source + d)[None, :], tl.load(source + swapped)[None, :], cos, sin, tl.load(weight + d),
-                      eps, D)
+        y = rope_norm(
+            tl.load(source + d)[None, :], tl.load(source + swapped)[None, :], cos, sin, tl.load(weight + d), eps, D
+        )
         if head < HEADS:
             tl.store(QOut + token * stride_out + head * D + d[None, :], y)
         else:
             kv_head = head - HEADS
             v = tl.load(V + token * stride_v + kv_head * D + d)[None, :]
-            store_kv(Keys, Values, KScales, VScales, tl.load(Rows + token).to(tl.int64), kv_head, y, v, stride_kv,
-                     stride_scale, D, QUANT)
+            store_kv(
+                Keys,
+                Values,
+                KScales,
+                VScales,
+                tl.load(Rows + token).to(tl.int64),
+                kv_head,
+                y,
+                v,
+                stride_kv,
+                stride_scale,
+                D,
+                QUANT,
+            )
 
     @triton.jit
-    def _add_rms_norm(Hidden, Delta, Weight, Normed, eps, stride_hidden, stride_delta, stride_normed,
-                      N: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    def _add_rms_norm(
+        Hidden,
+        Delta,
+        Weight,
+        Normed,
+        eps,
+        stride_hidden,
+        stride_delta,
+        stride_normed,
+        N: tl.constexpr,
+        BLOCK: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         wait_for_inputs(PDL)
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
@@ -101,10 +162,22 @@ if AVAILABLE:
         tl.store(Normed + row * stride_normed + cols, normed, mask=inside)
 
 
-def rope_norm_store(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                    positions: torch.Tensor, rows: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-                    eps: float, keys: torch.Tensor, values: torch.Tensor, key_scales: torch.Tensor | None,
-                    value_scales: torch.Tensor | None) -> torch.Tensor:
+def rope_norm_store(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: torch.Tensor,
+    rows: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    key_scales: torch.Tensor | None,
+    value_scales: torch.Tensor | None,
+) -> torch.Tensor:
     """q [T, heads * D], k and v [T, kv_heads * D] (row-strided views are fine), cos/sin [positions, D], positions
     and arena rows [T]: the rotated, normalised queries [T, heads, D]; the keys (rotated, normalised) and values
     stored into the layer's arena `keys`/`values` [tokens, kv_heads, D] (int8 with their scales where given)."""
@@ -113,20 +186,61 @@ def rope_norm_store(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torc
     heads = q.shape[1] // head_dim
     out = torch.empty((tokens, heads, head_dim), dtype=q.dtype, device=q.device)
     quant = key_scales is not None
-    common.launch(_rope_norm_store, (tokens, heads + kv_heads),
-                  q, k, v, cos, sin, positions, rows, q_weight, k_weight, out, keys, values,
-                  key_scales if quant else keys, value_scales if quant else values, eps,
-                  q.stride(0), k.stride(0), v.stride(0), cos.stride(0), out.stride(0), keys.stride(0),
-                  key_scales.stride(0) if quant else 0, HEADS=heads, D=head_dim, QUANT=quant)
+    common.launch(
+        _rope_norm_store,
+        (tokens, heads + kv_heads),
+        q,
+        k,
+        v,
+        cos,
+        sin,
+        positions,
+        rows,
+        q_weight,
+        k_weight,
+        out,
+        keys,
+        values,
+        key_scales if quant else keys,
+        value_scales if quant else values,
+        eps,
+        q.stride(0),
+        k.stride(0),
+        v.stride(0),
+        cos.stride(0),
+        out.stride(0),
+        keys.stride(0),
+        key_scales.stride(0) if quant else 0,
+        HEADS=heads,
+        D=head_dim,
+        QUANT=quant,
+    )
     return out
 
 
-def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float,
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(
+    hidden: torch.Tensor,
+    delta: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """model.add_rms_norm with the sum written into `hidden` [T, hidden_size] in place: (hidden, its RMSNorm)."""
     normed = torch.empty_like(hidden)
     size = hidden.shape[1]
     block = triton.next_power_of_2(size)
-    common.launch(_add_rms_norm, (hidden.shape[0],), hidden, delta, weight, normed, eps, hidden.stride(0),
-                  delta.stride(0), normed.stride(0), N=size, BLOCK=block, num_warps=max(1, min(16, block // 512)))
+    common.launch(
+        _add_rms_norm,
+        (hidden.shape[0],),
+        hidden,
+        delta,
+        weight,
+        normed,
+        eps,
+        hidden.stride(0),
+        delta.stride(0),
+        normed.stride(0),
+        N=size,
+        BLOCK=block,
+        num_warps=max(1, min(16, block // 512)),
+    )
     return hidden, normed

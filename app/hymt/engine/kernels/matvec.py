@@ -35,8 +35,20 @@ if AVAILABLE:
             return tl.load(X + cols, mask=inside, other=0.0).to(tl.float32)
 
     @triton.jit
-    def _matvec(X, W, Y, Parts, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                SPLITS: tl.constexpr, GATED: tl.constexpr, PDL: tl.constexpr):
+    def _matvec(
+        X,
+        W,
+        Y,
+        Parts,
+        N,
+        K,
+        stride_w,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        SPLITS: tl.constexpr,
+        GATED: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         inside = rows < N
@@ -50,8 +62,9 @@ if AVAILABLE:
         wait_for_inputs(PDL)
         acc = w.to(tl.float32) * _row_input(X, K, lo + cols, hi, GATED)[None, :]
         for first in range(lo + BLOCK_K, hi, BLOCK_K):
-            w = tl.load(weights + (first + cols)[None, :], mask=inside[:, None] & ((first + cols) < hi)[None, :],
-                        other=0.0)
+            w = tl.load(
+                weights + (first + cols)[None, :], mask=inside[:, None] & ((first + cols) < hi)[None, :], other=0.0
+            )
             acc += w.to(tl.float32) * _row_input(X, K, first + cols, hi, GATED)[None, :]
         if SPLITS == 1:
             tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
@@ -69,8 +82,16 @@ if AVAILABLE:
         tl.store(Y + cols, total.to(Y.dtype.element_ty), mask=inside)
 
 
-def matvec(x: torch.Tensor, weight: torch.Tensor, block_n: int = 8, block_k: int = 512, num_warps: int = 4,
-           num_stages: int = 3, splits: int = 1, gated: bool = False) -> torch.Tensor:
+def matvec(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    block_n: int = 8,
+    block_k: int = 512,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    splits: int = 1,
+    gated: bool = False,
+) -> torch.Tensor:
     """x [1, K] @ weight [N, K].T in 16 bits (gated: x [1, 2K], gate then up, and SiLU(gate) * up @ weight.T): one
     row, each program a few of the weight's rows read once, over all of K, or over one of `splits` parts of it
     (then a second kernel adds the parts: for narrow layers, whose rows alone give too few programs)."""
@@ -79,18 +100,43 @@ def matvec(x: torch.Tensor, weight: torch.Tensor, block_n: int = 8, block_k: int
         raise ValueError(f"matvec: an input of {x.shape[-1]} for a weight of {k} columns (gated: {gated})")
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
     parts = torch.empty((splits, n), dtype=torch.float32, device=x.device) if splits > 1 else out
-    common.launch(_matvec, (triton.cdiv(n, block_n), splits), x, weight, out, parts, n, k, weight.stride(0),
-                  BLOCK_N=block_n, BLOCK_K=block_k, SPLITS=splits, GATED=gated, num_warps=num_warps,
-                  num_stages=num_stages)
+    common.launch(
+        _matvec,
+        (triton.cdiv(n, block_n), splits),
+        x,
+        weight,
+        out,
+        parts,
+        n,
+        k,
+        weight.stride(0),
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        SPLITS=splits,
+        GATED=gated,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
     if splits > 1:
         common.launch(_sum_parts, (triton.cdiv(n, 1024),), parts, out, n, SPLITS=splits, BLOCK=1024)
     return out
 
 
 # (block_n, block_k, num_warps, num_stages, splits) tried for each weight shape at start-up (tune_matvec).
-MATVEC_CONFIGS = ((2, 1024, 4, 3, 1), (4, 512, 4, 3, 1), (4, 1024, 8, 3, 1), (8, 256, 4, 4, 1), (8, 512, 4, 3, 1),
-                  (8, 1024, 8, 3, 1), (16, 256, 8, 3, 1), (16, 512, 8, 3, 1), (8, 512, 4, 3, 2), (8, 512, 4, 3, 4),
-                  (16, 512, 8, 3, 4), (4, 512, 4, 3, 8))
+MATVEC_CONFIGS = (
+    (2, 1024, 4, 3, 1),
+    (4, 512, 4, 3, 1),
+    (4, 1024, 8, 3, 1),
+    (8, 256, 4, 4, 1),
+    (8, 512, 4, 3, 1),
+    (8, 1024, 8, 3, 1),
+    (16, 256, 8, 3, 1),
+    (16, 512, 8, 3, 1),
+    (8, 512, 4, 3, 2),
+    (8, 512, 4, 3, 4),
+    (16, 512, 8, 3, 4),
+    (4, 512, 4, 3, 8),
+)
 
 
 def _graph_time(group: list[torch.Tensor], call: Callable[[torch.Tensor], object]) -> float:
@@ -118,9 +164,12 @@ def _graph_time(group: list[torch.Tensor], call: Callable[[torch.Tensor], object
 
 
 @torch.inference_mode()
-def tune_matvec(weights: list[torch.Tensor], gated: frozenset[tuple[int, int]] = frozenset(),
-                activation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                keep_all: bool = False) -> dict[tuple[int, int], tuple[dict, float, float]]:
+def tune_matvec(
+    weights: list[torch.Tensor],
+    gated: frozenset[tuple[int, int]] = frozenset(),
+    activation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    keep_all: bool = False,
+) -> dict[tuple[int, int], tuple[dict, float, float]]:
     """Per weight shape: the fastest matvec configuration on this GPU where it beats cuBLAS at one row, with both
     times (us a call). A shape in `gated` is a down projection: the gated matvec against `activation(gate, up)`
     (the model's SiLU kernel) and cuBLAS, its configuration marked `gated`. Shapes where cuBLAS is as fast are
@@ -134,17 +183,22 @@ def tune_matvec(weights: list[torch.Tensor], gated: frozenset[tuple[int, int]] =
     for shape, group in by_shape.items():
         is_gated = shape in gated and activation is not None
         x = torch.randn(1, shape[1] * (2 if is_gated else 1), dtype=group[0].dtype, device=group[0].device)
-        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c), **(
-            {"gated": True} if is_gated else {})) for c in MATVEC_CONFIGS]
+        options = [
+            dict(
+                zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c),
+                **({"gated": True} if is_gated else {}),
+            )
+            for c in MATVEC_CONFIGS
+        ]
         try:
             if is_gated:
-                cublas = _graph_time(group, lambda w: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
+                cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
             else:
-                cublas = _graph_time(group, lambda w: torch.nn.functional.linear(x, w))
-            times = [_graph_time(group, lambda w, o=o: matvec(x, w, **o)) for o in options]
+                cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(x, w))
+            times = [_graph_time(group, lambda w, o=o, x=x: matvec(x, w, **o)) for o in options]
         except torch.OutOfMemoryError:
             raise
-        except Exception:  # noqa: BLE001 - the matvec is a speed-up: cuBLAS serves where it cannot be timed
+        except Exception:  # the matvec is a speed-up: cuBLAS serves where it cannot be timed
             log.exception("timing the one-row matvec for %s failed; cuBLAS serves it", shape)
             continue
         fastest = min(range(len(options)), key=times.__getitem__)

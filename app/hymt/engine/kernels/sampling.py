@@ -21,9 +21,25 @@ if AVAILABLE:
     from .common import wait_for_inputs
 
     @triton.jit
-    def _penalize(Logits, Index, Seen, Penalty, MinNew, Generated, StopMask, Scores, PartMax, PartFirst, V,
-                  stride_logits, stride_seen, stride_scores, PARTS: tl.constexpr, BLOCK: tl.constexpr,
-                  PDL: tl.constexpr):
+    def _penalize(
+        Logits,
+        Index,
+        Seen,
+        Penalty,
+        MinNew,
+        Generated,
+        StopMask,
+        Scores,
+        PartMax,
+        PartFirst,
+        V,
+        stride_logits,
+        stride_seen,
+        stride_scores,
+        PARTS: tl.constexpr,
+        BLOCK: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         wait_for_inputs(PDL)
         i = tl.program_id(0)
         part = tl.program_id(1)
@@ -53,9 +69,15 @@ if AVAILABLE:
         tl.store(Out + i, tl.load(PartFirst + i * PARTS + part).to(tl.int64))
 
 
-def penalize(logits: torch.Tensor, index: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor,
-             min_new: torch.Tensor, generated: torch.Tensor, stop_mask: torch.Tensor,
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def penalize(
+    logits: torch.Tensor,
+    index: torch.Tensor,
+    seen: torch.Tensor,
+    penalty: torch.Tensor,
+    min_new: torch.Tensor,
+    generated: torch.Tensor,
+    stop_mask: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """logits [n, V] for the sampler's rows `index` [n]; per sampler row: seen [rows, V] (bool), penalty, min_new and
     generated [rows]; stop_mask [V] (bool). (scores [n, V] float32 as Sampler.sample computes them, each row's
     greedy token [n])."""
@@ -65,9 +87,35 @@ def penalize(logits: torch.Tensor, index: torch.Tensor, seen: torch.Tensor, pena
     part_max = torch.empty((n, parts), dtype=torch.float32, device=logits.device)
     part_first = torch.empty((n, parts), dtype=torch.int32, device=logits.device)
     tokens = torch.empty(n, dtype=torch.long, device=logits.device)
-    common.launch(_penalize, (n, parts), logits, index, seen.view(torch.uint8), penalty, min_new, generated,
-                  stop_mask.view(torch.uint8), scores, part_max, part_first, vocab, logits.stride(0), seen.stride(0),
-                  scores.stride(0), PARTS=parts, BLOCK=BLOCK, num_warps=8)
-    common.launch(_argmax_parts, (n,), part_max, part_first, tokens, PARTS=parts,
-                  BLOCK_P=triton.next_power_of_2(parts), num_warps=1)
+    common.launch(
+        _penalize,
+        (n, parts),
+        logits,
+        index,
+        seen.view(torch.uint8),
+        penalty,
+        min_new,
+        generated,
+        stop_mask.view(torch.uint8),
+        scores,
+        part_max,
+        part_first,
+        vocab,
+        logits.stride(0),
+        seen.stride(0),
+        scores.stride(0),
+        PARTS=parts,
+        BLOCK=BLOCK,
+        num_warps=8,
+    )
+    common.launch(
+        _argmax_parts,
+        (n,),
+        part_max,
+        part_first,
+        tokens,
+        PARTS=parts,
+        BLOCK_P=triton.next_power_of_2(parts),
+        num_warps=1,
+    )
     return scores, tokens

@@ -1,0 +1,135 @@
+"""Documents on the service's job bridge: documents/ knows no engine, a document's progress comes from its jobs'
+events, a consumer that leaves stops the work, and `format: html` prepares its fragments off the event loop."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+import hymt
+import samples
+
+DOCUMENTS = Path(hymt.__file__).parent / "documents"
+
+
+def _imported(path: Path) -> set[str]:
+    """The modules a file imports, relative ones resolved against the hymt package."""
+    package = "hymt." + ".".join(path.relative_to(DOCUMENTS.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module) if p)
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_documents_import_nothing_from_the_engine():
+    assert _imported(DOCUMENTS / "translate.py") >= {"hymt.prompts", "hymt.documents.inline"}  # the resolver works
+    for path in sorted(DOCUMENTS.glob("*.py")):
+        engine = sorted(m for m in _imported(path) if m == "hymt.engine" or m.startswith("hymt.engine."))
+        assert not engine, f"{path.name} imports {engine}"
+
+
+@pytest.fixture
+def service(engine):
+    from hymt.api.service import Service
+
+    return Service(settings=engine.settings, decision=engine.decision, engine=engine)
+
+
+def _upload(service, lines: int):
+    from hymt.api import pipeline
+    from hymt.languages import resolve
+
+    text = "\n".join(f"Line {i} of a document to translate." for i in range(lines)).encode()
+    return asyncio.run(pipeline.open_upload(service.settings, ".txt", "doc.txt", text, resolve("en"), resolve("de")))
+
+
+def test_progress_comes_from_the_jobs_as_each_text_settles(service):
+    from hymt import documents
+    from hymt.api import pipeline
+
+    upload = _upload(service, 12)
+
+    async def steps():
+        return [step async for step in pipeline.translate_with_progress(service, upload, None)]
+
+    seen = asyncio.run(steps())
+    assert seen[:-1] == [(n, 12) for n in range(1, 13)]
+    assert isinstance(seen[-1], documents.Result) and seen[-1].segments == 12
+    assert seen[-1].data.decode().count("\n") == 11
+
+
+def test_a_consumer_that_leaves_stops_the_document(service, engine):
+    from hymt.api import pipeline
+
+    upload = _upload(service, 300)
+    before = engine.runner.stats.segments
+
+    async def leave_after_the_first_step():
+        steps = pipeline.translate_with_progress(service, upload, None)
+        first = await anext(steps)
+        await steps.aclose()
+        return first
+
+    assert asyncio.run(leave_after_the_first_step())[1] == 300
+    deadline = time.monotonic() + 10
+    while (engine.queue_depth or engine.in_flight) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine.queue_depth == 0 and engine.in_flight == 0
+    assert engine.runner.stats.segments - before < 300
+
+
+def test_html_fragments_are_read_and_written_off_the_event_loop(in_process, monkeypatch):
+    from hymt import documents
+    from hymt.documents import html
+
+    on_loop = []
+
+    def watched(function):
+        def call(*args, **kwargs):
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(function.__name__)
+            except RuntimeError:  # a worker thread: no event loop runs here
+                pass
+            return function(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(html, "read_fragment", watched(html.read_fragment))
+    monkeypatch.setattr(documents, "finish", watched(documents.finish))
+    response = in_process.post(
+        "/translate", json={"q": "<p>Hello <b>world</b>.</p>", "source": "en", "target": "de", "format": "html"}
+    )
+    assert response.status_code == 200 and response.json()["translatedText"].startswith("<p>")
+    assert on_loop == []
+
+
+def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
+    from hymt.api import pipeline
+    from hymt.api.service import Service
+    from hymt.languages import resolve
+
+    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    upload = asyncio.run(
+        pipeline.open_upload(
+            service.settings, ".docx", "three.docx", samples.docx_three_runs(), resolve("en"), resolve("de")
+        )
+    )
+    result = asyncio.run(pipeline.translate(service, upload, None))
+    assert result.markup_fallbacks == 0 and sum(result.paths.values()) == 1
+    runs, links = samples.docx_formatting(result.data)
+    bold = [text for text, b, _ in runs if b]
+    italic = [text for text, _, i in runs if i]
+    assert len(bold) == 1 and bold[0].strip() and bold[0] != "Save"
+    assert len(italic) == 1 and italic[0].strip() and italic[0] != "cancel"
+    assert len(links) == 1 and links[0].strip() and links[0] != "the site"

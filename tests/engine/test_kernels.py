@@ -1,0 +1,332 @@
+"""The Triton kernels (engine/kernels/) against torch's path: on a GPU as they run there (bf16), elsewhere in
+Triton's interpreter (float32 and float16; it has no bfloat16) in a subprocess, since the interpreter is chosen when
+the kernels are defined. Each check is also a plain function, so `python tests/engine/test_kernels.py cuda` runs them
+all on a GPU machine."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+APP = Path(__file__).resolve().parents[2] / "app"
+sys.path.insert(0, str(APP))
+
+from hymt.engine import model as model_module  # noqa: E402
+from hymt.engine.kvcache import KVArena  # noqa: E402
+
+HEADS, KV_HEADS, D = 8, 2, 16
+
+
+def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
+    """q, k and v of five tokens: the kernel's queries and arena rows against rope_qk_norm and the arena's write."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(0)
+    tokens = 5
+    qkv = torch.randn(tokens, (HEADS + 2 * KV_HEADS) * D, device=device).to(dtype)
+    q, k, v = qkv.split([HEADS * D, KV_HEADS * D, KV_HEADS * D], dim=-1)  # row-strided views, as the fused matmul
+    positions = torch.tensor([0, 3, 7, 2, 9], device=device)
+    rows = torch.tensor([4, 9, 1, 12, 6], device=device)
+    angles = torch.arange(16.0, device=device)[:, None] / 10000 ** (torch.arange(0, D, 2, device=device) / D)
+    angles = torch.cat((angles, angles), -1)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
+    want_q, want_k = model_module.rope_qk_norm(
+        q.reshape(tokens, HEADS, D),
+        k.reshape(tokens, KV_HEADS, D),
+        cos[positions],
+        sin[positions],
+        q_weight,
+        k_weight,
+        1e-5,
+    )
+    for kind in ("int8", str(dtype)):
+        arena = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
+        got_q = kernels.rope_norm_store(q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5, *arena.storage(0))
+        assert torch.allclose(got_q.float(), want_q.float(), **_tolerance(dtype))
+        reference = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
+        reference.write(0, rows, want_k, v.reshape(tokens, KV_HEADS, D))
+        for got, want in zip(arena.storage(0), reference.storage(0)):
+            if got is None:
+                continue
+            if got.dtype == torch.int8:  # a value on a rounding boundary may land one step apart
+                assert (got.int() - want.int()).abs().max() <= 1
+            else:
+                assert torch.allclose(got.float(), want.float(), **_tolerance(dtype))
+
+
+def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
+    """Three rows of a hidden size that is not a power of two: the sum in place and its norm, as model.add_rms_norm."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(3)
+    hidden, delta = (torch.randn(3, 96, device=device).to(dtype) for _ in range(2))
+    weight = (torch.rand(96, device=device) + 0.5).to(dtype)
+    want_hidden, want_normed = model_module.add_rms_norm(hidden, delta, weight, 1e-5)
+    got_hidden, got_normed = kernels.add_rms_norm(hidden.clone(), delta, weight, 1e-5)
+    assert torch.equal(got_hidden, want_hidden)
+    assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype))
+
+
+def check_matvec(device: str, dtype: torch.dtype) -> None:
+    """One row against a weight whose sizes are no multiple of any block, whole and with K in parts: as torch's
+    matmul; and gated."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(4)
+    x, weight = torch.randn(1, 1100, device=device).to(dtype), torch.randn(37, 1100, device=device).to(dtype)
+    want = x.float() @ weight.float().T
+    for splits in (1, 3):  # K in parts of 512, 512 and 76
+        got = kernels.matvec(x, weight, block_n=8, block_k=256, splits=splits)
+        assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
+    # Gated (a down projection reading the gate/up output): SiLU(gate) * up in the input's dtype, then the matmul.
+    gate_up = torch.randn(1, 2200, device=device).to(dtype)
+    want = model_module.silu_mul(*gate_up.chunk(2, dim=-1)).float() @ weight.float().T
+    for splits in (1, 3):
+        got = kernels.matvec(gate_up, weight, block_n=8, block_k=256, splits=splits, gated=True)
+        assert torch.allclose(got.float(), want, **_tolerance(dtype, scale=33))
+    with pytest.raises(ValueError, match="gated"):
+        kernels.matvec(x, weight, gated=True)
+
+
+def check_penalize(device: str, dtype: torch.dtype) -> None:
+    """Three rows of a 10,000-entry vocabulary (three blocks, the last part-filled), with seen tokens, suppressed
+    stop tokens for one row and ties for the largest score: the scores and greedy tokens the torch path computes
+    (the first index of a tie, within a block and across blocks)."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(5)
+    vocab, rows = 10_000, 5
+    logits = torch.randn(3, vocab, device=device).to(dtype) * 4
+    logits[0, [5000, 9000]] = 30.0  # a tie across blocks
+    logits[1, [20, 10]] = 30.0  # a tie inside one
+    logits[2, 9999] = 30.0  # a stop token, suppressed for this row
+    index = torch.tensor([3, 0, 4], device=device)
+    seen = torch.rand(rows, vocab, device=device) < 0.1
+    seen[3, [5000, 9000]] = False  # the ties stay ties
+    seen[0, [10, 20]] = False
+    penalty = torch.tensor([1.05, 1.0, 1.0, 1.3, 1.1], device=device)
+    min_new, generated = (torch.tensor(v, device=device) for v in ([0, 0, 0, 0, 4], [0, 0, 0, 0, 2]))
+    stop_mask = torch.zeros(vocab, dtype=torch.bool, device=device)
+    stop_mask[[9999, 17]] = True
+    scores, best = kernels.penalize(logits, index, seen, penalty, min_new, generated, stop_mask)
+
+    want = logits.float()
+    p = penalty[index][:, None]
+    want = torch.where(seen[index], torch.where(want < 0, want * p, want / p), want)
+    want = want.masked_fill((generated[index] < min_new[index])[:, None] & stop_mask[None, :], float("-inf"))
+    assert torch.equal(scores, want)
+    assert best.tolist() == want.argmax(dim=-1).tolist() == [5000, 10, want[2].argmax().item()]
+    assert best[2].item() != 9999
+
+
+def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:
+    """float32 to rounding; 16 bits within a unit or two in the last place (the kernels round at other points);
+    `scale`: the size of the values compared."""
+    atol = 1e-5 if dtype == torch.float32 else 2e-2
+    return {"atol": atol * scale, "rtol": atol}
+
+
+def check_decode_attention(device: str, dtype: torch.dtype) -> None:
+    """Six segments of 1 to 150 tokens in a 480-row arena, 16-bit and INT8, split and whole: the new tokens' keys
+    and values in the arena and the attention over each segment's rows, against rope_qk_norm, the arena's write and
+    softmax attention; the arrival counters left at zero."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(1)
+    # Ranges apart, as the block manager gives them: a new token's row is read by its own segment only.
+    starts = torch.tensor([475, 5, 100, 70, 250, 340], dtype=torch.int32, device=device)
+    lengths = torch.tensor([1, 60, 150, 3, 90, 130], dtype=torch.int32, device=device)
+    positions, rows = (lengths - 1).long(), (starts + lengths - 1).long()
+    n = starts.shape[0]
+    qkv = torch.randn(n, (HEADS + 2 * KV_HEADS) * D, device=device).to(dtype)
+    q, k, v = qkv.split([HEADS * D, KV_HEADS * D, KV_HEADS * D], dim=-1)  # row-strided views, as the fused matmul
+    angles = torch.arange(160.0, device=device)[:, None] / 10000 ** (torch.arange(0, D, 2, device=device) / D)
+    angles = torch.cat((angles, angles), -1)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
+    want_q, want_k = model_module.rope_qk_norm(
+        q.reshape(n, HEADS, D), k.reshape(n, KV_HEADS, D), cos[positions], sin[positions], q_weight, k_weight, 1e-5
+    )
+
+    def attention(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        out = []
+        for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            keys_i = keys[start : start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            values_i = values[start : start + length].float().transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, 0)
+            weights = (want_q[i].float()[:, None, :] @ keys_i.transpose(1, 2))[:, 0] * D**-0.5
+            out.append((weights.softmax(-1)[:, None, :] @ values_i)[:, 0])
+        return torch.stack(out)
+
+    arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=device)
+    for kind in ("int8", str(dtype)):
+        reference = KVArena(1, 480, KV_HEADS, D, kind, dtype, torch.device(device))
+        for tensor in reference.storage(0):
+            if tensor is not None:
+                tensor.copy_(
+                    torch.randint(-50, 50, tensor.shape)
+                    if tensor.dtype == torch.int8
+                    else torch.rand(tensor.shape) / 50
+                    if kind == "int8"
+                    else torch.randn(tensor.shape)
+                )
+        stored = [t.clone() if t is not None else None for t in reference.storage(0)]
+        reference.write(0, rows, want_k, v.reshape(n, KV_HEADS, D))
+        keys, values, key_scales, value_scales = reference.storage(0)
+        if kind == "int8":
+            want = attention(keys.to(dtype) * key_scales, values.to(dtype) * value_scales)
+        else:
+            want = attention(keys, values)
+        for splits in (1, 4, 16):
+            arena = [t.clone() if t is not None else None for t in stored]
+            got = kernels.decode_attention(
+                q,
+                k,
+                v,
+                cos,
+                sin,
+                positions,
+                q_weight,
+                k_weight,
+                1e-5,
+                *arena,
+                starts,
+                lengths,
+                D**-0.5,
+                arrived,
+                splits,
+            )
+            assert torch.allclose(got.float(), want, **_tolerance(dtype)), (kind, splits)
+            assert not arrived.any()
+            for got_t, want_t in zip(arena, reference.storage(0)):
+                if got_t is None:
+                    continue
+                if got_t.dtype == torch.int8:  # the GPU's kernel rounds a key's rotation once where torch rounds
+                    # twice: a key one bf16 unit apart, its int8 values (and scale) up to two steps
+                    assert (got_t.int() - want_t.int()).abs().max() <= 2
+                else:
+                    assert torch.allclose(got_t.float(), want_t.float(), **_tolerance(dtype))
+
+
+def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
+    """The test model's decoding step for three segments, with the kernels and with torch's path, from the same
+    arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
+    fuses them, and with the kernels every linear layer through the matvec as start-up's timing may choose it, so
+    that one row's down projection takes the SiLU inside."""
+    from transformers import AutoModelForCausalLM
+
+    from hymt.engine.model import Batch, Decoder
+    from hymt.engine.weights import fuse
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    assert fuse(model) == (dtype != torch.float32)
+    config = model.config
+    for kind in (str(dtype), "int8"):
+        torch.manual_seed(2)
+        arena = KVArena(
+            config.num_hidden_layers, 64, config.num_key_value_heads, config.head_dim, kind, dtype, torch.device(device)
+        )
+        for tensor in arena.keys + arena.values:
+            tensor.copy_(torch.randint(-50, 50, tensor.shape) if kind == "int8" else torch.randn(tensor.shape))
+        decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
+        state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
+        saved = [t.clone() for t in state]
+        gated = {tuple(layer.mlp.down_proj.weight.shape) for layer in decoder.layers}
+        tuned = {
+            tuple(m.weight.shape): (
+                dict(block_n=32, block_k=128, splits=2, **({"gated": True} if tuple(m.weight.shape) in gated else {})),
+                0.0,
+                0.0,
+            )
+            for m in decoder._linears()
+            if m is not decoder.lm_head
+        }  # the head's 128k rows take the interpreter minutes; check_matvec has it
+        for rows in (3, 1):  # a batch, and one segment (the matvec's case)
+            starts = torch.tensor([1, 20, 40][:rows], device=device)
+            positions = torch.tensor([4, 16, 0][:rows], device=device)
+            batch = Batch(
+                input_ids=torch.tensor([5, 900, 127960][:rows], device=device),
+                positions=positions,
+                write_index=starts + positions,
+                query_starts=torch.arange(rows + 1, dtype=torch.int32, device=device),
+                kv_starts=torch.cat([starts, starts[:1]]).int(),
+                kv_lengths=(positions + 1).int(),
+                logits_index=torch.arange(rows, device=device),
+                max_query=1,
+                max_kv=32,
+            )
+            results = []
+            for use_kernels in (False, True):
+                for tensor, copy in zip(state, saved):
+                    tensor.copy_(copy)
+                decoder.kernels, decoder.matvec = use_kernels, tuned if use_kernels else {}
+                logits = decoder.forward(batch)
+                results.append((logits, [t.clone() for t in state]))
+            (want, want_arena), (got, got_arena) = results
+            assert torch.allclose(got.float(), want.float(), atol=1e-3 if dtype == torch.float32 else 5e-2)
+            for got_t, want_t in zip(got_arena, want_arena):
+                assert (got_t.float() - want_t.float()).abs().max() <= (1 if got_t.dtype == torch.int8 else 1e-3)
+
+
+CHECKS = {
+    "rope_norm_store": check_rope_norm_store,
+    "add_rms_norm": check_add_rms_norm,
+    "decode_attention": check_decode_attention,
+    "matvec": check_matvec,
+    "penalize": check_penalize,
+}
+
+needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+
+
+def _interpreted(check: str, dtype: str, *extra: str) -> None:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(APP))
+    result = subprocess.run(
+        [sys.executable, __file__, "cpu", dtype, check, *extra], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_kernel_in_the_interpreter(check, dtype):
+    _interpreted(check, dtype)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_decoding_step_with_the_kernels_equals_torchs(test_model, dtype):
+    _interpreted("decoding_step", dtype, str(test_model))
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("triton") is None, reason="needs a CUDA GPU and Triton"
+)
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_kernel_on_the_gpu(check):
+    CHECKS[check]("cuda", torch.bfloat16)
+
+
+def main(argv: list[str]) -> int:
+    """python tests/engine/test_kernels.py DEVICE [DTYPE [CHECK [MODEL_DIR]]]: run one check, or all of them."""
+    device = argv[0]
+    dtype = getattr(torch, argv[1]) if len(argv) > 1 else torch.bfloat16
+    if len(argv) > 2 and argv[2] == "decoding_step":
+        check_decoding_step(device, dtype, argv[3])
+    else:
+        for name, check in CHECKS.items():
+            if len(argv) <= 2 or argv[2] == name:
+                check(device, dtype)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

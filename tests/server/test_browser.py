@@ -1,0 +1,534 @@
+"""The web page in a real headless Chromium (Debian's package) driven by Playwright: what a person does."""
+
+from __future__ import annotations
+
+import pytest
+import srt as srt_lib
+
+from browsers import LAN_HOST
+from servers import Server, serving
+
+pytestmark = pytest.mark.browser
+
+IDLE = "document.querySelector('#output').textContent.length > 0 && !document.querySelector('#translate').disabled"
+
+
+@pytest.fixture(scope="module")
+def server(test_model, tmp_path_factory):
+    with serving(test_model, tmp_path_factory.mktemp("logs") / "browser.log", HYMT_MAX_CHARS="2000") as srv:
+        yield srv
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(
+        permissions=["clipboard-read", "clipboard-write"],
+        accept_downloads=True,
+        viewport={"width": 1100, "height": 800},
+    )
+    pg = context.new_page()
+    pg.goto(server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    yield pg
+    context.close()
+
+
+def test_type_translate_swap_copy(page, artifacts):
+    page.fill("#input", "Hello world. How are you today?\n\nSecond paragraph.")
+    assert page.inner_text("#counter").startswith("50 / 2,000")
+    page.select_option("#target", "de")
+    page.press("#input", "Control+Enter")
+    page.wait_for_function(
+        "document.querySelector('#output').textContent.length > 0 && !document.querySelector('#translate').disabled"
+    )
+    output = page.inner_text("#output")
+    assert output.count("\n") == 2
+    assert page.inner_text("#detected").startswith("Detected: English")
+    page.wait_for_function("document.querySelector('#status').textContent.includes('profile cpu')")
+    page.screenshot(path=str(artifacts / "page-translated.png"), full_page=True)
+
+    page.click("#copy")
+    assert page.evaluate("navigator.clipboard.readText()") == page.text_content("#output")
+
+    page.click("#swap")
+    assert page.input_value("#source") == "de" and page.input_value("#target") == "en"
+    assert page.input_value("#input") == output
+
+
+def test_search_filters_without_changing_the_selection(page):
+    page.select_option("#target", "de")
+    page.fill("#target-filter", "tibet")
+    options = page.eval_on_selector_all("#target option", "els => els.map(e => e.value)")
+    assert options == ["de", "bo"] and page.input_value("#target") == "de"  # the selection stays, listed first
+    assert page.inner_text("#target-hint").startswith("1 match")
+    page.fill("#target-filter", "粤")
+    assert page.eval_on_selector_all("#target option", "els => els.map(e => e.value)") == ["de", "yue"]
+    page.fill("#target-filter", "xyzzy")
+    assert page.input_value("#target") == "de" and "No language matches" in page.inner_text("#target-hint")
+    page.fill("#input", "Hello.")
+    with page.expect_request("**/api/translate") as sent:
+        page.click("#translate")
+    assert sent.value.post_data_json["target"] == "de"  # a search without a match never empties the target
+    page.wait_for_function(IDLE)
+    page.fill("#target-filter", "tibet")
+    page.press("#target-filter", "Enter")  # an explicit pick
+    assert page.input_value("#target") == "bo" and page.input_value("#target-filter") == ""
+
+
+def test_upload_srt_and_download_result(page, tmp_path):
+    srt = tmp_path / "clip.srt"
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:02,000\nHello there.\n\n2\n00:00:03,000 --> 00:00:04,000\nGoodbye.\n",
+        encoding="utf-8",
+    )
+    page.select_option("#target", "fr")
+    page.set_input_files("#file", str(srt))
+    page.wait_for_selector("#download:not([hidden])")
+    with page.expect_download() as info:
+        page.click("#download")
+    download = info.value
+    assert download.suggested_filename == "clip.fr.srt"
+    text = open(download.path(), encoding="utf-8").read()
+    lines = text.split("\n")
+    assert lines[0] == "1" and lines[1] == "00:00:01,000 --> 00:00:02,000" and lines[4] == "2"
+    assert len(list(srt_lib.parse(text))) == 2
+    assert page.inner_text("#output").startswith("1\n00:00:01,000 --> 00:00:02,000")  # the text shown too
+
+
+def test_upload_docx_and_download_same_structure(page, tmp_path):
+    import docx
+
+    import samples
+
+    source = tmp_path / "report.docx"
+    source.write_bytes(samples.docx_structured())
+    page.select_option("#target", "de")
+    page.set_input_files("#file", str(source))
+    page.wait_for_selector("#download:not([hidden])")
+    assert "segments translated" in page.inner_text("#output")
+    with page.expect_download() as info:
+        page.click("#download")
+    assert info.value.suggested_filename == "report.de.docx"
+    before, after = docx.Document(str(source)), docx.Document(info.value.path())
+    assert [p.style.name for p in after.paragraphs] == [p.style.name for p in before.paragraphs]
+    assert len(after.tables) == 1 and len(after.tables[0].rows) == 2
+
+
+def test_unsupported_upload_is_refused_with_the_list(page, tmp_path):
+    other = tmp_path / "slides.key"
+    other.write_bytes(b"PK\x03\x04")
+    page.set_input_files("#file", str(other))
+    assert ".docx" in page.inner_text("#message") and page.get_attribute("#download", "hidden") is not None
+
+
+def test_clear_and_over_limit_message(page):
+    page.fill("#input", "x" * 2001)
+    assert "over" in page.get_attribute("#counter", "class")
+    page.click("#translate")
+    assert "Too long" in page.inner_text("#message")
+    page.click("#clear")
+    assert page.input_value("#input") == "" and page.inner_text("#output") == ""
+
+
+def test_phone_sized_screen_and_dark_mode(browser, server, artifacts):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True)
+    pg = context.new_page()
+    pg.goto(server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    width = pg.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390
+    background = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(18, 18, 18)"
+    assert pg.get_attribute("#input", "dir") == "auto" and pg.get_attribute("#output", "dir") == "auto"
+    pg.screenshot(path=str(artifacts / "page-phone-dark.png"), full_page=True)
+    context.close()
+
+
+def test_keyboard_only(page):
+    page.focus("#input")
+    page.keyboard.type("Good night.")
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function("document.querySelector('#output').textContent.length > 0")
+    page.keyboard.press("Shift+Tab")
+    focused = page.evaluate("document.activeElement.id")
+    assert focused == "target"
+
+
+@pytest.fixture(scope="module")
+def quality_server(family_model, tmp_path_factory):
+    srv = Server(
+        family_model("hy-mt1.5-7b"),
+        tmp_path_factory.mktemp("logs") / "browser-quality.log",
+        HYMT_FUSION_MODEL=str(family_model("hunyuan-mt-chimera-7b")),
+    )
+    srv.wait_healthy()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def quality_page(browser, quality_server):
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    pg = context.new_page()
+    pg.goto(quality_server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    pg.wait_for_function("!document.querySelector('#quality-best').disabled", timeout=120_000)
+    yield pg
+    context.close()
+
+
+def test_model_name_and_best_quality_refused_without_a_fusion_model(page):
+    page.wait_for_function("document.querySelector('#model').textContent === 'Hunyuan-MT-7B'")
+    assert "Tencent Hunyuan Community License" in page.inner_text("#license")
+    assert page.is_hidden("#instructions")  # no official style or background prompt
+    assert page.is_disabled("#quality-best")
+    assert "HYMT_FUSION_MODEL" in page.inner_text("#quality-note")
+
+
+def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
+    page = quality_page
+    assert page.inner_text("#model") == "HY-MT1.5-7B"
+    assert "seven times the work" in page.inner_text("#quality-note")
+    page.click("#glossary summary")
+    page.click("#glossary-add")
+    page.fill("#glossary-rows tr:nth-child(1) td:nth-child(1) input", "GPU")
+    page.fill("#glossary-rows tr:nth-child(1) td:nth-child(2) input", "Grafikkarte")
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("en\tde\ndriver\tTreiber\nkernel\tKern\n", encoding="utf-8")
+    page.set_input_files("#glossary-file", str(terms))  # read by the page asynchronously
+    page.wait_for_function("document.querySelector('#glossary-count').textContent === '(3 terms)'")
+    page.click("#glossary-rows tr:nth-child(3) button")
+    assert page.inner_text("#glossary-count") == "(2 terms)"
+
+    page.check("#quality-best")
+    page.select_option("#source", "en")
+    page.select_option("#target", "de")
+    page.fill("#input", "The GPU needs a new driver.")
+    with page.expect_request("**/api/translate") as sent:
+        page.click("#translate")
+    body = sent.value.post_data_json
+    assert body["quality"] == "best"
+    assert body["glossary"] == [{"source": "GPU", "target": "Grafikkarte"}, {"source": "driver", "target": "Treiber"}]
+    page.wait_for_function("!document.querySelector('#translate').disabled", timeout=120_000)
+    assert page.inner_text("#output") and "Fusing" not in page.inner_text("#output")
+    report = page.inner_text("#glossary-report")
+    assert report.startswith("Glossary: 2 terms applied; missed (after a retry) in segment 1: GPU → Grafikkarte")
+    page.screenshot(path=str(artifacts / "page-glossary-best.png"), full_page=True)
+
+    page.reload()  # the glossary lives as long as the tab
+    page.wait_for_function("document.querySelectorAll('#glossary-rows tr').length === 2")
+    fresh = page.context.new_page()
+    fresh.goto(page.url)
+    assert fresh.inner_text("#glossary-count") == "(0 terms)"
+
+
+def test_a_server_with_keys_asks_for_one_and_translates_with_it(browser, test_model, tmp_path):
+    srv = Server(test_model, tmp_path / "keys.log", HYMT_API_KEYS="page-key-7")
+    try:
+        srv.wait_healthy()
+        context = browser.new_context()
+        pg = context.new_page()
+        pg.goto(srv.url + "/")
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.is_visible("#api-key") and "requires an API key" in pg.text_content("#message")
+        pg.fill("#input", "Hello.")
+        pg.click("#translate")
+        pg.wait_for_function("document.querySelector('#message').textContent.includes('requires an API key')")
+        pg.fill("#api-key", "wrong")
+        pg.dispatch_event("#api-key", "change")
+        pg.click("#translate")
+        pg.wait_for_function("document.querySelector('#message').textContent.includes('was refused')")
+        pg.fill("#api-key", "page-key-7")
+        pg.dispatch_event("#api-key", "change")
+        pg.click("#translate")
+        pg.wait_for_function("document.querySelector('#output').textContent.length > 0")
+        assert pg.text_content("#message") == ""
+        pg.reload()  # the key is remembered in this browser
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.input_value("#api-key") == "page-key-7"
+        context.close()
+    finally:
+        srv.stop()
+    assert "page-key-7" not in srv.log_path.read_text()
+
+
+def test_typing_translates_after_the_pause_and_cancels_the_running_request(page):
+    """Translate as you type: a request once the typing pauses (frontendTimeout), none pressed; more typing
+    cancels the request still running. The first request is held unanswered, so it is still running."""
+    held, failed = [], []
+
+    def handle(route):
+        if not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/translate", handle)
+    page.on("requestfailed", lambda request: failed.append(request))
+    page.select_option("#target", "de")
+    page.fill("#input", "Hello")
+    page.wait_for_function("document.querySelector('#translate').disabled")  # the first request runs
+    page.fill("#input", "Hello world.")
+    page.wait_for_function(IDLE)
+    assert held[0].request.post_data_json["text"] == "Hello"
+    assert [r.post_data_json["text"] for r in failed] == ["Hello"]  # cancelled by the newer one
+    assert page.inner_text("#output")
+
+
+def test_shareable_url_carries_languages_and_text(page, server):
+    page.goto(server.url + "/?source=en&target=fr&q=Good%20morning.")
+    page.wait_for_function(IDLE)  # the shared text is translated on arrival
+    assert page.input_value("#source") == "en" and page.input_value("#target") == "fr"
+    assert page.input_value("#input") == "Good morning."
+    page.select_option("#target", "ja")
+    assert "target=ja" in page.url and "q=Good+morning." in page.url and "source=en" in page.url
+    page.goto(server.url + "/?source=xx&target=klingon")  # unknown codes leave the defaults
+    page.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    assert page.input_value("#source") == "auto" and page.input_value("#target") == "en"
+
+
+def test_copy_over_plain_http_on_a_lan(browser, server):
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    lan = context.new_page()
+    lan.goto(f"http://{LAN_HOST}:{server.port}/")
+    lan.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    assert lan.evaluate("window.isSecureContext === false && navigator.clipboard === undefined")
+    lan.fill("#input", "Hello there.")
+    lan.click("#translate")
+    lan.wait_for_function(IDLE)
+    lan.click("#copy")
+    assert lan.inner_text("#copy") == "Copied" and lan.inner_text("#message") == ""
+    local = context.new_page()  # a secure page of the same browser reads the clipboard back
+    local.goto(server.url + "/static/favicon.svg")
+    assert local.evaluate("navigator.clipboard.readText()") == lan.text_content("#output")
+
+    lan.evaluate("document.execCommand = () => false")  # a browser that refuses to copy
+    lan.click("#copy")
+    assert "press Ctrl+C" in lan.inner_text("#message")
+    assert lan.evaluate("getSelection().toString()") == lan.text_content("#output")  # selected, ready to copy
+    context.close()
+
+
+def test_actions_that_do_nothing_say_so(page):
+    page.click("#swap")  # auto-detect has detected nothing yet
+    assert "Nothing to swap yet" in page.inner_text("#message")
+    page.click("#translate")
+    assert "Nothing to translate yet" in page.inner_text("#message")
+    page.click("#copy")
+    assert "Nothing to copy yet" in page.inner_text("#message")
+    page.click("#more")
+    assert "Translate a text first" in page.inner_text("#message")
+
+
+def test_clear_resets_every_report(page):
+    page.click("#glossary summary")
+    page.click("#glossary-add")
+    page.fill("#glossary-rows tr:nth-child(1) td:nth-child(1) input", "world")
+    page.fill("#glossary-rows tr:nth-child(1) td:nth-child(2) input", "Welt")
+    page.select_option("#target", "de")
+    page.fill("#input", "Hello world, how are you today?")
+    page.click("#translate")
+    page.wait_for_function(IDLE)
+    page.click("#more")
+    page.wait_for_selector("#alternatives:not([hidden])")
+    assert page.inner_text("#glossary-report").startswith("Glossary: 1 terms applied")
+    assert page.inner_text("#detected").startswith("Detected: English") and "q=" in page.url
+    page.click("#clear")
+    for selector in ("#output", "#detected", "#glossary-report", "#message", "#announce", "#alternatives"):
+        assert page.text_content(selector) == "", selector
+    assert page.is_hidden("#alternatives") and page.is_hidden("#download") and "q=" not in page.url
+
+
+def test_alternatives_on_the_page(page):
+    page.select_option("#source", "en")
+    page.select_option("#target", "fr")
+    page.fill("#input", "The weather is nice today.")
+    page.click("#translate")
+    page.wait_for_function(IDLE)
+    with page.expect_request("**/translate") as sent:
+        page.click("#more")
+    assert sent.value.post_data_json["alternatives"] == 3
+    page.wait_for_function("document.querySelectorAll('#alternatives li').length === 4")
+    choices = page.eval_on_selector_all("#alternatives button", "els => els.map(e => e.textContent)")
+    assert len(set(choices)) == 4  # the best, then three distinct others
+    page.click("#alternatives li:nth-child(3) button")
+    assert page.text_content("#output") == choices[2]
+
+
+def test_one_announcement_per_finished_translation(page):
+    assert page.get_attribute("#output", "aria-live") is None and page.get_attribute("#counter", "aria-live") is None
+    page.evaluate("""window.announced = [];
+        new MutationObserver(() => { const t = document.querySelector('#announce').textContent;
+          if (t) window.announced.push(t); }).observe(document.querySelector('#announce'),
+          { childList: true, characterData: true, subtree: true });""")
+    page.select_option("#target", "de")
+    page.fill("#input", "One sentence. Another sentence. A third one.")
+    page.click("#translate")
+    page.wait_for_function(IDLE)
+    announced = page.evaluate("window.announced")
+    assert len(announced) == 1 and announced[0].startswith("Translation into German finished: ")
+
+
+def test_drop_a_document_on_the_text(page, tmp_path):
+    page.select_option("#target", "fr")
+    page.evaluate("""() => {
+        const data = new DataTransfer();
+        data.items.add(new File(["1\\n00:00:01,000 --> 00:00:02,000\\nHello there.\\n"], "clip.srt"));
+        const pane = document.querySelector('#input-pane');
+        pane.dispatchEvent(new DragEvent('dragover', { dataTransfer: data, bubbles: true, cancelable: true }));
+        pane.dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+    }""")
+    page.wait_for_selector("#download:not([hidden])")
+    assert page.inner_text("#download") == "Download clip.fr.srt"
+
+
+def test_favicon(page, server):
+    assert page.get_attribute("link[rel=icon]", "href") == "/static/favicon.svg"
+    import httpx
+
+    icon = httpx.get(server.url + "/static/favicon.svg")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_page_modules_load_as_javascript_without_errors(browser, server):
+    """The page's script is native ES modules from /static, each of which a browser runs only when it comes with a
+    JavaScript media type; every module in the ui folder is loaded, and a translation logs no error."""
+    from hymt.api.page import UI_DIR
+
+    context = browser.new_context()
+    pg = context.new_page()
+    errors, scripts = [], {}
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("response", lambda r: scripts.update({r.url.rsplit("/", 1)[1]: (r.status, r.headers["content-type"])})
+          if r.request.resource_type == "script" else None)
+    pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
+    pg.wait_for_function(IDLE)
+    assert pg.get_attribute("script[src]", "type") == "module"
+    assert set(scripts) == {p.name for p in UI_DIR.glob("*.js")}
+    for name, (status, media_type) in scripts.items():
+        assert status == 200 and media_type.split(";")[0] in ("text/javascript", "application/javascript"), name
+    assert errors == []
+    context.close()
+
+
+CONTRAST_JS = """() => {
+  // WCAG 2 contrast of every visible text against the background it is drawn on (alpha composited).
+  const parse = (c) => {
+    const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1];
+  };
+  const over = (top, under) => [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+  const background = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) layers.push(c);
+      if (c[3] === 1) break;
+    }
+    let color = [255, 255, 255, 1];
+    for (const layer of layers.reverse()) color = over(layer, color);
+    return color;
+  };
+  const lum = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const found = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()) || el.tagName === 'SELECT';
+    if (!own || el.closest('[hidden], .sr-only, option') || el.disabled) continue;
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    const bg = background(el), fg = over(parse(getComputedStyle(el).color), bg);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    found.push({ what: `${el.tagName}#${el.id}.${el.className}: ${el.textContent.trim().slice(0, 30)}`,
+                 ratio: (a + 0.05) / (b + 0.05) });
+  }
+  return found;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_contrast_of_every_text_in_both_themes(browser, server, scheme, artifacts):
+    context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme=scheme)
+    pg = context.new_page()
+    pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
+    pg.wait_for_function(IDLE)
+    pg.click("#more")
+    pg.wait_for_selector("#alternatives:not([hidden])")
+    pg.fill("#target-filter", "xyzzy")  # a search hint
+    pg.click("#glossary summary")
+    # The colours only errors and guesses use, shown as the page shows them.
+    pg.evaluate("""document.querySelector('#message').textContent = 'An error';
+        const d = document.querySelector('#detected'); d.textContent = 'Detected: perhaps English (a guess, 30%)';
+        d.classList.add('guess');""")
+    pg.screenshot(path=str(artifacts / f"page-contrast-{scheme}.png"), full_page=True)
+    measured = pg.evaluate(CONTRAST_JS)
+    texts = {m["what"].split(":")[0] for m in measured}
+    assert {"BUTTON#translate.primary", "P#message.", "SMALL#detected.detected guess", "SELECT#target."} <= texts
+    low = [m for m in measured if m["ratio"] < 4.5]
+    assert not low, low
+    context.close()
+
+
+def test_phone_layout_result_in_view_and_bounded_output(browser, server, artifacts):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    pg = context.new_page()
+    pg.goto(server.url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    pg.select_option("#target", "de")
+    pg.fill("#input", "Hello world. " * 20)
+    pg.click("#translate")
+    pg.wait_for_function(IDLE)
+    box = pg.evaluate(
+        "(() => { const r = document.querySelector('#output').getBoundingClientRect(); "
+        "return { top: r.top, bottom: r.bottom, height: innerHeight }; })()"
+    )
+    assert 0 <= box["top"] < box["height"] - 80, box  # the translation's start is on the screen
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+    pg.evaluate("document.querySelector('#output').textContent = 'A long translation line.\\n'.repeat(400)")
+    sizes = pg.evaluate(
+        "(() => { const o = document.querySelector('#output'); "
+        "return { client: o.clientHeight, scroll: o.scrollHeight, view: innerHeight }; })()"
+    )
+    assert sizes["client"] <= sizes["view"] * 0.7 and sizes["scroll"] > sizes["client"]  # it scrolls on its own
+    pg.screenshot(path=str(artifacts / "page-phone-result.png"))
+    context.close()
+
+
+def test_a_page_on_another_origin_calls_the_api(browser, server, tmp_path):
+    """A web app served from elsewhere (another port: another origin) calls /translate with an Authorization header
+    and JSON, which makes Chromium send a preflight first; CORS lets it read the answers."""
+    import functools
+    import http.server
+    import threading
+
+    (tmp_path / "index.html").write_text("<!doctype html><title>elsewhere</title><p>another app</p>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        answer = pg.evaluate(
+            """async (api) => {
+            const r = await fetch(api + '/translate', { method: 'POST',
+              headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer none-needed' },
+              body: JSON.stringify({ q: 'Hello.', source: 'en', target: 'de' }) });
+            const languages = await (await fetch(api + '/languages')).json();
+            return { status: r.status, body: await r.json(), languages: languages.length };
+        }""",
+            server.url,
+        )
+        assert answer["status"] == 200 and answer["body"]["translatedText"] and answer["languages"] == 38
+        refused = pg.evaluate(
+            """async (api) => {
+            const r = await fetch(api + '/translate', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+              body: JSON.stringify({ q: 'Hello.' }) });
+            return { status: r.status, body: await r.json() };
+        }""",
+            server.url,
+        )
+        assert refused["status"] == 400 and "target" in refused["body"]["error"]  # the page can read why
+    finally:
+        context.close()
+        other.shutdown()

@@ -1,0 +1,106 @@
+"""Past one GPU: the compose file with one appliance per GPU id, and the Kubernetes manifests, validated offline
+against the Kubernetes schemas that kubernetes-validate bundles, and checked against what the appliance needs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+MANIFESTS = sorted((ROOT / "k8s").glob("*.yaml"))
+
+
+def manifests() -> dict[str, dict]:
+    return {doc["kind"]: doc for path in MANIFESTS for doc in yaml.safe_load_all(path.read_text())}
+
+
+def offline(command: list[str]) -> list[str]:
+    """Without a network namespace's interfaces where we may make one (root): proves nothing is fetched."""
+    if os.getuid() == 0 and shutil.which("unshare"):
+        return ["unshare", "--net", *command]
+    return command
+
+
+def test_gpus_compose_file_matches_the_compose_specification():
+    result = subprocess.run(
+        [
+            str(BIN / "check-jsonschema"),
+            "--builtin-schema",
+            "vendor.compose-spec",
+            str(ROOT / "docker-compose.gpus.yml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gpus_compose_runs_one_appliance_per_gpu_id():
+    services = yaml.safe_load((ROOT / "docker-compose.gpus.yml").read_text())["services"]
+    ports = set()
+    for name, service in services.items():
+        gpu = re.fullmatch(r"hymt-gpu(\d+)", name).group(1)
+        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device["device_ids"] == [gpu] and "count" not in device
+        assert service["profiles"] == [f"gpu{gpu}"]
+        (port,) = service["ports"]
+        assert port.endswith(":80")
+        ports.add(port.split(":")[0])
+        assert service["healthcheck"]["test"] == ["CMD", "hymt-probe"]
+    assert len(ports) == len(services) == 8
+
+
+def test_kubernetes_manifests_validate_offline():
+    result = subprocess.run(
+        offline([str(BIN / "kubernetes-validate"), "--strict", *map(str, MANIFESTS)]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(" passed for resource ") == 4, result.stdout
+
+
+def test_the_validator_rejects_a_wrong_manifest(tmp_path):
+    broken = tmp_path / "deployment.yaml"
+    broken.write_text((ROOT / "k8s/deployment.yaml").read_text().replace("startupProbe:", "startProbe:"))
+    result = subprocess.run(
+        offline([str(BIN / "kubernetes-validate"), "--strict", str(broken)]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0 and "startProbe" in result.stdout + result.stderr
+
+
+def test_kubernetes_manifests_fit_the_appliance():
+    docs = manifests()
+    assert set(docs) == {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"}
+    pod = docs["Deployment"]["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    env = {e["name"]: e["value"] for e in container["env"]}
+    port = int(env["HYMT_PORT"])
+    assert container["ports"][0]["containerPort"] == port
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    # Start-up may take as long as the image's own HEALTHCHECK start period (15 minutes: loading and compiling).
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 900
+    stop_wait = int(env["HYMT_STOP_WAIT_S"])
+    pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert pod["spec"]["terminationGracePeriodSeconds"] > stop_wait + pre_stop
+    labels = pod["metadata"]["labels"]
+    assert docs["Service"]["spec"]["selector"] == labels
+    assert docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == labels
+    hpa = docs["HorizontalPodAutoscaler"]["spec"]
+    assert hpa["scaleTargetRef"]["name"] == docs["Deployment"]["metadata"]["name"]
+    metric = hpa["metrics"][0]["pods"]["metric"]["name"]
+    assert f'"{metric}"' in (ROOT / "app/hymt/api/metrics.py").read_text()

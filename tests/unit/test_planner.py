@@ -1,0 +1,173 @@
+"""The planner's decisions for simulated cards, on the real 7B and 1.8B shapes, without a GPU."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hymt.errors import HymtError
+from hymt.planner.gpu import GIB, simulate
+from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
+from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
+from hymt.planner.tiers import TIERS_BY_NAME
+from hymt.settings import Settings
+
+SETTINGS = Settings()
+
+
+def test_shape_numbers_match_the_measured_checkpoint():
+    assert HUNYUAN_MT_7B_SHAPE.weight_bytes("bf16") / GIB == pytest.approx(14.96, abs=0.01)
+    assert HUNYUAN_MT_7B_SHAPE.weight_bytes("nf4") / GIB == pytest.approx(5.34, abs=0.1)
+    assert HUNYUAN_MT_7B_SHAPE.kv_bytes_per_token("bf16") == 131072
+    # int8 values with a 16-bit scale per token and head, plus the 16-bit layer flash attention reads
+    assert HUNYUAN_MT_7B_SHAPE.kv_bytes_per_token("int8") == 66560 + 4096
+
+
+def card(gb: float, capability=(9, 0)):
+    return dataclasses.replace(simulate(None, gb), compute_capability=capability)
+
+
+@pytest.mark.parametrize(
+    "card_gb,profile",
+    [(8, "int4-int8kv"), (12, "int4"), (16, "int4"), (18, "int4"), (24, "bf16"), (48, "bf16"), (80, "bf16")],
+)
+def test_cards(card_gb, profile):
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(card_gb), SETTINGS)
+    assert decision.profile == profile
+    tier = decision.numbers["tiers"][profile]
+    assert decision.kv_cache_tokens == tier["kv_cache_tokens"] > decision.max_seq_tokens
+    assert decision.kv_cache_bytes == decision.kv_cache_tokens * tier["kv_bytes_per_token"]
+    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes <= card_gb * GIB
+    assert 1 <= decision.max_in_flight <= SETTINGS.max_in_flight
+
+
+def test_int8_kv_when_bf16_weights_fit_but_not_the_kv_target():
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(20), SETTINGS.replace(target_kv_tokens=20000))
+    assert decision.profile == "bf16-int8kv"
+
+
+def test_small_card_gets_the_tier_leaving_the_most_room():
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(8), SETTINGS)
+    assert decision.profile == "int4-int8kv" and "leaves the most" in decision.reason
+    assert decision.max_seq_tokens < decision.kv_cache_tokens < SETTINGS.target_kv_tokens
+
+
+def test_a_card_without_room_for_one_segment_is_refused_with_the_need():
+    with pytest.raises(HymtError) as err:
+        plan(HUNYUAN_MT_7B_SHAPE, card(6), SETTINGS)
+    assert "needs about" in err.value.message
+
+
+def test_int4_runs_on_ampere_or_later_and_nf4_serves_older_gpus():
+    assert plan(HUNYUAN_MT_7B_SHAPE, card(12), SETTINGS.replace(profile="int4")).profile == "int4"
+    with pytest.raises(HymtError, match="compute capability 8.0 or later"):
+        plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS.replace(profile="int4"))
+    older = plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS)
+    assert older.profile == "nf4" and not older.allows(TIERS_BY_NAME["int4"]) and older.allows(TIERS_BY_NAME["nf4"])
+
+
+def test_forced_profile_and_no_gpu():
+    assert plan(HUNYUAN_MT_7B_SHAPE, card(80), SETTINGS.replace(profile="nf4")).profile == "nf4"
+    assert plan(HUNYUAN_MT_7B_SHAPE, None, SETTINGS).profile == "cpu"
+    with pytest.raises(HymtError):
+        plan(HUNYUAN_MT_7B_SHAPE, card(12), SETTINGS.replace(profile="bf16"))
+    forced = plan(HUNYUAN_MT_7B_SHAPE, card(24), SETTINGS.replace(kv_cache_tokens=5000))
+    assert forced.kv_cache_tokens == 5000
+
+
+def test_a_smaller_output_budget_lets_segments_hold_less():
+    short = SETTINGS.replace(max_new_tokens=64)
+    assert segment_kv_tokens(short) == PROMPT_OVERHEAD_TOKENS + 256 + 64
+    assert segment_kv_tokens(SETTINGS) == PROMPT_OVERHEAD_TOKENS + 256 + 3 * 256 + 16
+
+
+def test_the_small_shape_ties_its_embeddings_and_has_four_kv_heads():
+    # 1.54 B parameters in the layers, 0.25 B in the tied embeddings: about 3.6 GB in bf16, as published.
+    assert HY_MT_1_8B_SHAPE.weight_bytes("bf16") / GIB == pytest.approx(3.34, abs=0.01)
+    assert HY_MT_1_8B_SHAPE.kv_bytes_per_token("bf16") == 2 * 32 * 4 * 128 * 2
+    untied = dataclasses.replace(HY_MT_1_8B_SHAPE, tied_embeddings=False)
+    embeddings = 120818 * 2048 * 2
+    assert untied.weight_bytes("bf16") - HY_MT_1_8B_SHAPE.weight_bytes("bf16") == embeddings
+    # INT4 keeps the head in 8 bits beside the tied 16-bit embeddings.
+    assert HY_MT_1_8B_SHAPE.weight_bytes("int4") - untied.weight_bytes("int4") == -embeddings + 120818 * 2048
+
+
+@pytest.mark.parametrize("card_gb,profile", [(4, "int4-int8kv"), (6, "bf16-int8kv"), (8, "bf16")])
+def test_small_cards_plan_the_small_models(card_gb, profile):
+    decision = plan(HY_MT_1_8B_SHAPE, card(card_gb), SETTINGS)
+    assert decision.profile == profile and decision.kv_cache_tokens >= SETTINGS.target_kv_tokens
+    tier = decision.numbers["tiers"][profile]
+    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes <= card_gb * GIB
+
+
+def test_shape_from_a_config_object():
+    from transformers import HunYuanDenseV1Config
+
+    config = HunYuanDenseV1Config(
+        vocab_size=128167,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+    )
+    assert ModelShape.from_config(config) == HUNYUAN_MT_7B_SHAPE
+
+
+def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_extra}
+    return subprocess.run(
+        [sys.executable, "-m", "hymt", "profile", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("24", "bf16")])
+def test_profile_command_reads_simulated_card_from_environment(card_gb, profile, tmp_path):
+    out = tmp_path / "decision.json"
+    result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    decision = json.loads(result.stdout)
+    assert decision["profile"] == profile
+    assert decision["gpu"]["source"] == "simulated"
+    assert json.loads(out.read_text()) == decision
+
+
+def test_profile_command_refuses_a_six_gb_card():
+    result = _profile_cli({"HYMT_GPU_MEMORY_GB": "6", "HYMT_MODEL": "tencent/Hunyuan-MT-7B"})
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["profile"] is None
+    assert result.stderr.strip().startswith("hymt: error: the model does not fit")
+
+
+def test_profile_command_plans_a_named_models_shape_without_a_checkpoint():
+    result = _profile_cli({"HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--family", "hy-mt2-1.8b", "--gpu-memory-gb", "4")
+    assert result.returncode == 0, result.stderr
+    decision = json.loads(result.stdout)
+    assert decision["profile"] == "int4-int8kv"
+    assert decision["numbers"]["shape_source"] == "built-in Hy-MT2-1.8B shape (no checkpoint on disk)"
+
+
+def test_a_card_too_small_for_the_7b_names_the_small_models():
+    result = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-7B"}, "--gpu-memory-gb", "4")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert (
+        "a 1.8B model fits (int4-int8kv): set HYMT_MODEL to tencent/Hy-MT2-1.8B (Apache-2.0) or "
+        "tencent/HY-MT1.5-1.8B" in result.stderr
+    )
+    # Where not even the small shape fits, the refusal says only what the model needs.
+    tiny = _profile_cli({"HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--gpu-memory-gb", "2")
+    assert tiny.returncode == 1 and "1.8B" not in tiny.stderr
+
+
+def test_the_mixture_of_experts_is_refused_before_planning(tmp_path):
+    result = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-30B-A3B"}, "--gpu-memory-gb", "80")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Mixture of Experts" in result.stderr
+    # A checkpoint on disk under any name: its config's architecture (hy_v3) tells.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "hy_v3", "architectures": ["HYV3ForCausalLM"]}))
+    result = _profile_cli({}, "--model", str(tmp_path), "--gpu-memory-gb", "80")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "holds Hy-MT2-30B-A3B (hy_v3, a Mixture of Experts), which hymt does not serve" in result.stderr
