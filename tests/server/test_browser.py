@@ -400,8 +400,14 @@ def test_page_modules_load_as_javascript_without_errors(browser, server):
     errors, scripts = [], {}
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("response", lambda r: scripts.update({r.url.rsplit("/", 1)[1]: (r.status, r.headers["content-type"])})
-          if r.request.resource_type == "script" else None)
+    pg.on(
+        "response",
+        lambda r: (
+            scripts.update({r.url.rsplit("/", 1)[1]: (r.status, r.headers["content-type"])})
+            if r.request.resource_type == "script"
+            else None
+        ),
+    )
     pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
     pg.wait_for_function(IDLE)
     assert pg.get_attribute("script[src]", "type") == "module"
