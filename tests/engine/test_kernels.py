@@ -6,6 +6,7 @@ all on a GPU machine."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import subprocess
 import sys
@@ -124,6 +125,61 @@ def check_penalize(device: str, dtype: torch.dtype) -> None:
     assert torch.equal(scores, want)
     assert best.tolist() == want.argmax(dim=-1).tolist() == [5000, 10, want[2].argmax().item()]
     assert best[2].item() != 9999
+
+
+def check_sample(device: str, dtype: torch.dtype) -> None:
+    """The kernels' whole draw: greedy rows take the first index of a tie (within a block and across blocks) after
+    the penalty and the stop tokens' suppression, as penalize's do; top-k 1 and a tiny top-p leave the greedy token;
+    sampled rows draw in proportion to what temperature, top-k and top-p leave (every row and step its own random
+    numbers), from the sampler's state as Sampler.admit writes it. The interpreter takes a top-8 of blocks of 64
+    over 300 entries, and fewer draws; a GPU the real sizes over 10,000 entries (three blocks, the last part-filled)."""
+    from hymt.engine import kernels
+    from hymt.engine.sampler import Sampler
+    from hymt.prompts import Sampling
+
+    gpu = device == "cuda"
+    vocab, group, steps = (10_000, 128, 8) if gpu else (300, 24, 3)
+    sizes = {} if gpu else {"block": 64, "top": 8}
+    a, b, c = vocab // 10, vocab // 2, vocab - 10  # in three blocks
+    rows = 4 + 2 * group
+    torch.manual_seed(5)  # the sampler's seed too: the draws repeat
+    sampler = Sampler(rows, vocab, stop_ids=[vocab - 1, 17], device=torch.device(device))
+    logits = torch.randn(rows, vocab, device=device) * 2 - 20
+    logits[0, [b, c]] = 30.0  # a tie across blocks: greedy
+    logits[1, [21, 20]] = 30.0  # a tie inside one: top-k 1
+    logits[2, vocab - 1] = 30.0  # a stop token, suppressed for this row; then vocab - 2, seen and penalized
+    logits[2, [vocab - 2, 4]] = torch.tensor([29.0, 28.0], device=device)
+    logits[3, [7, 8]] = torch.tensor([1.0, 0.9], device=device)  # top-p 1e-4 keeps the first alone
+    first, second = slice(4, 4 + group), slice(4 + group, rows)
+    # Probabilities 0.6, 0.3, 0.1 at temperature 1; top-p 0.85 drops the third: 2/3 and 1/3.
+    logits[first, [a, b, c]] = torch.tensor([6.0, 3.0, 1.0], device=device).log()
+    # 2 : 1 at temperature 0.5 is 4 : 1; top-k 2 drops the third.
+    logits[second, [c, a, b]] = torch.tensor([10 + math.log(2.0), 10.0, 9.9], device=device)
+    settings = [
+        (Sampling(greedy=True), 0, [5]),
+        (Sampling(top_k=1), 0, [3]),
+        (Sampling(greedy=True, repetition_penalty=1.2), 4, [vocab - 2]),
+        (Sampling(top_p=1e-4), 0, [0]),
+    ]
+    settings += [(Sampling(temperature=1.0, top_k=3, top_p=0.85, repetition_penalty=1.0), 0, [0])] * group
+    settings += [(Sampling(temperature=0.5, top_k=2, top_p=1.0, repetition_penalty=1.0), 0, [0])] * group
+    for row, (sampling, min_new, seen) in enumerate(settings):
+        sampler.admit(row, sampling, min_new, 0, seen)
+    index = torch.arange(rows, device=device)
+    logits = logits.to(dtype)
+    draws = []
+    for _ in range(steps):
+        tokens = kernels.sample(
+            logits, index, sampler.seen, sampler.floats, sampler.ints, sampler.stop_mask, sampler.seed, **sizes
+        )
+        draws.append(tokens.tolist())
+        sampler.seed.add_(1)
+    for step in draws:
+        assert step[:4] == [b, 20, 4, 7], step[:4]
+    kept = [[token for step in draws for token in step[part]] for part in (first, second)]
+    assert set(kept[0]) == {a, b} and 0.5 < kept[0].count(a) / len(kept[0]) < 0.8, kept[0]
+    assert set(kept[1]) == {c, a} and 0.68 < kept[1].count(c) / len(kept[1]) < 0.92, kept[1]
+    assert draws[0][4:] != draws[1][4:]
 
 
 def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:
@@ -280,6 +336,7 @@ CHECKS = {
     "decode_attention": check_decode_attention,
     "matvec": check_matvec,
     "penalize": check_penalize,
+    "sample": check_sample,
 }
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")

@@ -8,8 +8,9 @@ the repetition penalty needs (one bit per vocabulary entry per row, set for the 
 token as it is sampled) and how many tokens each row has generated (for `min_new_tokens`). Sampling reads them by
 row index alone, with no host value in the way, which is what lets a decoding step capture it in its CUDA graph.
 The draw itself is the exponential race (argmax of p / E with E ~ Exp(1), which picks token i with probability
-p_i): one kernel, no host synchronisation, unlike `torch.multinomial`. On a GPU with Triton the pass over the
-vocabulary up to the greedy token is one kernel and a small one (kernels/sampling.py).
+p_i): one kernel, no host synchronisation, unlike `torch.multinomial`. On a GPU with Triton the whole of it is two
+kernels where every row's top-k is at most CAPTURED_TOP_K (kernels/sampling.py), their random numbers from a seed
+on the device that each step advances; the pass over the vocabulary up to the greedy token otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..prompts import Sampling
 from . import kernels
 
 # Top-k beyond this (or none) cannot be captured with a fixed shape; such rows sample in an uncaptured step.
-CAPTURED_TOP_K = 128
+CAPTURED_TOP_K = kernels.TOP
 
 
 class Sampler:
@@ -37,6 +38,8 @@ class Sampler:
         self.top_k = [0] * num_rows  # the host's copy, to tell whether a batch can be captured
         self._true = torch.ones((), dtype=torch.bool, device=device)  # a device value: capture copies no host one
         self.kernels = kernels.AVAILABLE and device.type == "cuda"
+        # The kernels' draw: from torch's generator once, so that torch.manual_seed makes it repeat.
+        self.seed = torch.randint(2**62, (1,)).to(device)
 
     def admit(self, row: int, sampling: Sampling, min_new_tokens: int, generated: int, token_ids: list[int]) -> None:
         """A segment takes the row: its settings, and the tokens it has seen (prompt and what it generated)."""
@@ -60,6 +63,10 @@ class Sampler:
     def sample(self, logits: torch.Tensor, index: torch.Tensor, top_k_bound: int) -> torch.Tensor:
         """logits [n, vocab] (any float dtype), index [n] (the rows) -> next token per row [n], marked as seen for
         its row and counted as generated. No host synchronisation: capturable."""
+        if self.kernels and top_k_bound <= CAPTURED_TOP_K:
+            tokens = kernels.sample(logits, index, self.seen, self.floats, self.ints, self.stop_mask, self.seed)
+            self.seed.add_(1)
+            return self._count(index, tokens)
         temperature, top_p, penalty, greedy = self.floats[:, index]
         top_k, min_new, generated = self.ints[:, index]
         if self.kernels:
@@ -74,9 +81,14 @@ class Sampler:
             suppress = (generated < min_new)[:, None] & self.stop_mask[None, :]
             scores = scores.masked_fill(suppress, float("-inf"))
             best = scores.argmax(dim=-1)
-        tokens = torch.where(greedy > 0, best, self._draw(scores, temperature, top_k, top_p, top_k_bound))
+        return self._count(
+            index, torch.where(greedy > 0, best, self._draw(scores, temperature, top_k, top_p, top_k_bound))
+        )
+
+    def _count(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """The sampled tokens, marked as seen for their rows and counted as generated."""
         self.seen.index_put_((index, tokens), self._true)
-        self.ints[2, index] = generated + 1
+        self.ints[2, index] += 1
         return tokens
 
     def _draw(

@@ -1,7 +1,7 @@
 """Triton kernels for the GPU's forward pass and sampling, where torch's own kernels spend the decoding step in
 small launches: a layer's element-wise work fused (`layers`), the one-row matvec (`matvec`), the decoding attention
-(`attention`) and the sampler's pass over the vocabulary (`sampling`); launched with programmatic dependent launch
-where the GPU has it (`common`).
+(`attention`) and the sampler's pass over the vocabulary and its draw (`sampling`); launched with programmatic
+dependent launch where the GPU has it (`common`).
 
 All are captured in the decoding step's CUDA graphs like any other kernel. The CPU keeps torch's path (with
 transformers' exact arithmetic), so these run only where Triton and a CUDA device are present.
@@ -11,18 +11,20 @@ from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
 from .matvec import MATVEC_CONFIGS, matvec, tune_matvec
-from .sampling import penalize
+from .sampling import TOP, penalize, sample
 
 __all__ = [
     "AVAILABLE",
     "MATVEC_CONFIGS",
     "PROGRAMS",
+    "TOP",
     "add_rms_norm",
     "decode_attention",
     "enable_pdl",
     "matvec",
     "penalize",
     "rope_norm_store",
+    "sample",
     "splits_for",
     "tune_matvec",
 ]
