@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -164,7 +164,9 @@ class Engine:
         return self._thread.is_alive()
 
     def decode(self, token_ids: list[int]) -> str:
-        return self.runner.loaded.tokenizer.decode(token_ids, skip_special_tokens=True)
+        text = self.runner.loaded.tokenizer.decode(token_ids, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence of ids decodes to one string (a list of them, to a list)
+        return text
 
     def stop(self) -> None:
         with self._cond:
@@ -231,11 +233,12 @@ class Engine:
         return True
 
     def _collect(self) -> None:
+        assert self._in_flight is not None  # every caller has seen a step in flight (only this thread sets it)
         step, launched = self._in_flight
         self._in_flight = None
         self._postprocess(step, self.runner.collect(launched))
 
-    def _postprocess(self, step: Step, tokens: list[int | None]) -> None:
+    def _postprocess(self, step: Step, tokens: Iterable[int | None]) -> None:
         """Record a step's tokens; segments that end leave at once, and their text goes to the text worker."""
         finished: list[Sequence] = []
         streamed: list[Event] = []

@@ -82,6 +82,13 @@ class Job:
     def tokens_out(self) -> int:
         return sum(len(s.output_ids) for s in self.sequences)
 
+    def result(self, n: int) -> cleanup.Cleaned:
+        """Segment n's translation, which a segment has once it is finished."""
+        result = self.results[n]
+        if result is None:
+            raise ValueError(f"segment {n} of job {self.id} is not translated yet")
+        return result
+
     def texts(self) -> list[str]:
         """The translated documents, each put back together around its segments (complete jobs only)."""
         per_doc: list[list[str]] = [[""] * len(d.segments) for d in self.documents]

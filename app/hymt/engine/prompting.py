@@ -122,7 +122,7 @@ class Prompter:
                     "quality best needs the source language (it could not be detected): give source",
                     error_type="unknown_source_language",
                 )
-            message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
+            message = prompts.fusion_message(source, job.target, text, [c.result(n).text for c in candidates])
             wanted, prompt_ids = self._wanted(text), self._prompt(message)
             if self._fits_whole_budget(prompt_ids, wanted):
                 job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, 0))
