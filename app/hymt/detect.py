@@ -158,7 +158,7 @@ def detect(text: str) -> Detection | None:
     kana = scripts.pop("Kana", 0)
     if kana:
         scripts["Han"] += kana
-    weights = {script: n * _SYLLABLE_WEIGHT.get(script, 1) for script, n in scripts.items()}
+    weights = {script: n * (1 if script is None else _SYLLABLE_WEIGHT.get(script, 1)) for script, n in scripts.items()}
     script = max(weights, key=weights.__getitem__, default=None)
     if script is None:
         return None

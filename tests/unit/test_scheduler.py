@@ -145,7 +145,7 @@ def test_preempted_segments_return_first_with_their_output():
     s.add([c])
     s.preempt([b])
     assert [q.index for q in s.waiting] == [1, 2] and b.output_ids == [1] and b.num_cached == 0
-    assert b.state is State.WAITING and b.row is None and s.allocator.used_tokens == 20
+    assert b.state is State.WAITING and b.row == -1 and s.allocator.used_tokens == 20
     assert s.schedule().seqs == [a]
     step = s.schedule()
     assert [(ch.seq.index, ch.start, ch.length) for ch in step.chunks] == [(1, 0, 11), (2, 0, 10), (0, 10, 1)]

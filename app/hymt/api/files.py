@@ -77,7 +77,7 @@ async def _open(request: Request) -> tuple[Service, pipeline.Upload]:
     return service, await pipeline.open_upload(settings, ext, upload.filename or "", content, source, target)
 
 
-async def _store(request: Request, upload: pipeline.Upload, result: documents.Result) -> dict:
+async def _store(request: Request, upload: pipeline.Upload, result: documents.Result[bytes]) -> dict:
     store: FileStore = request.app.state.files
     file_id = await run_in_threadpool(store.put, result.data, upload.name, documents.media_type(upload.ext))
     url = str(request.url_for("download_file", file_id=file_id, name=upload.name))

@@ -87,8 +87,8 @@ async def translate(request: Request) -> JSONResponse:
     if report is not None:
         body["glossary"] = report
     if "alternatives" in data:
-        found = [[candidates[j][i] for j in order[1 : alternatives + 1]] for i, order in enumerate(chosen)]
-        body["alternatives"] = found if as_list else found[0]
+        others = [[candidates[j][i] for j in order[1 : alternatives + 1]] for i, order in enumerate(chosen)]
+        body["alternatives"] = others if as_list else others[0]
     return JSONResponse(body)
 
 

@@ -31,7 +31,7 @@ class Upload:
 
     ext: str
     name: str
-    prepared: documents.Prepared
+    prepared: documents.Prepared[bytes]
     source: Language | None  # the given language, else the one detected in the document; None: undetectable
     target: Language
 
@@ -52,7 +52,7 @@ async def open_upload(
 
 async def translate(
     service: Service, upload: Upload, request: Request | None, on_progress: Callable[[int, int], None] | None = None
-) -> documents.Result:
+) -> documents.Result[bytes]:
     """The translated file; on_progress(settled, total) as its texts settle. A client that leaves has the jobs
     cancelled (the bridge's)."""
     sampling = Sampling(greedy=service.settings.greedy)
@@ -66,7 +66,7 @@ async def translate(
 
 async def translate_with_progress(
     service: Service, upload: Upload, request: Request | None
-) -> AsyncIterator[Progress | documents.Result]:
+) -> AsyncIterator[Progress | documents.Result[bytes]]:
     """translate() as a stream: each progress step as it happens, then the translated file (or its error). A
     consumer that stops early has the translation stopped."""
     steps: asyncio.Queue[Progress | None] = asyncio.Queue()
@@ -82,27 +82,27 @@ async def translate_with_progress(
         work.cancel()
 
 
-async def read_fragments(texts: list[str], target: Language) -> list[documents.Prepared]:
+async def read_fragments(texts: list[str], target: Language) -> list[documents.Prepared[str]]:
     """HTML fragments (`format: html`) read by a real HTML parser, off the event loop: each sentence with its
     inline tags as markers is one text."""
     return await run_in_threadpool(_read_fragments, texts, target)
 
 
-def _read_fragments(texts: list[str], target: Language) -> list[documents.Prepared]:
+def _read_fragments(texts: list[str], target: Language) -> list[documents.Prepared[str]]:
     return [documents.prepare(html_documents.read_fragment(t, target.code)) for t in texts]
 
 
 async def write_fragments(
-    texts: list[str], target: Language, fragments: list[documents.Prepared], jobs: list[Job]
-) -> list[list[documents.Result]]:
+    texts: list[str], target: Language, fragments: list[documents.Prepared[str]], jobs: list[Job]
+) -> list[list[documents.Result[str]]]:
     """Per job (each a candidate translation of all the fragments' texts, in order), the fragments written back,
     off the event loop. Each candidate after the first is written into its own fresh copy of the fragments."""
     return await run_in_threadpool(_write_fragments, texts, target, fragments, jobs)
 
 
 def _write_fragments(
-    texts: list[str], target: Language, fragments: list[documents.Prepared], jobs: list[Job]
-) -> list[list[documents.Result]]:
+    texts: list[str], target: Language, fragments: list[documents.Prepared[str]], jobs: list[Job]
+) -> list[list[documents.Result[str]]]:
     written = []
     for n, flat in enumerate([job.texts() for job in jobs] or [[]]):  # no jobs: no fragment had words
         pos, results = 0, []

@@ -12,7 +12,7 @@ from . import ebook, gettext, guard, html, markdown, odf, office, pdf, spreadshe
 from .base import Extraction, Prepared, Result, finish, prepare
 from .guard import Limits
 
-Reader = Callable[[bytes, str], Extraction]
+Reader = Callable[[bytes, str], Extraction[bytes]]
 
 FORMATS: dict[str, tuple[Reader, str]] = {
     ".txt": (text.read, "text/plain; charset=utf-8"),
@@ -92,7 +92,7 @@ def media_type(ext: str) -> str:
     return FORMATS[ext][1]
 
 
-def open_document(ext: str, data: bytes, target: str, limits: Limits = DEFAULT_LIMITS) -> Prepared:
+def open_document(ext: str, data: bytes, target: str, limits: Limits = DEFAULT_LIMITS) -> Prepared[bytes]:
     """Read a file (by its extension) into the texts to translate, once it has passed the checks for hostile files;
     a document over the limits is a 413 before any translation. A file the library cannot read is a 400."""
     if len(data) > limits.file_bytes:

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ..errors import GenerationError
 from . import inline
-from .inline import Item
+from .inline import Item, Tag, Void
 
 # HY-MT1.5's formatted-translation prompt asks for <target>...</target> around the answer.
 _TARGET_WRAPPER = re.compile(r"^\s*<target>|</target>\s*$")
 # Characters no XML-based format can hold (C0 controls but tab and line breaks, non-characters, lone surrogates):
 # they are dropped from text put into a document, the model's output included, instead of failing the file.
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+# What a written document is: bytes for a file, str for an HTML fragment (the API's format: html).
+Data = TypeVar("Data", bytes, str)
+# What a writer applies an outcome to (a paragraph, a cell, a cue...).
+Target = TypeVar("Target")
 
 
 @dataclass
@@ -27,13 +33,19 @@ class Outcome:
     fell_back: bool = False
     translated: bool = True  # False: kept as it was (no words to translate)
 
+    @property
+    def text(self) -> str:
+        """The words, for a format whose segments are plain text (a line, a cell, a cue): such a segment has no
+        markup, so neither has its translation."""
+        return inline.plain(self.items)
+
 
 @dataclass
-class Extraction:
+class Extraction(Generic[Data]):
     """What a format reader gives: the segments, and how to write the file from their outcomes (same order)."""
 
     segments: list[list[Item]]
-    write: Callable[[list[Outcome]], bytes | str]  # str for an HTML fragment (the API's format: html)
+    write: Callable[[list[Outcome]], Data]
 
 
 @dataclass
@@ -42,14 +54,14 @@ class _Sent:
     lead: str
     core: str
     trail: str
-    table: dict | None  # marker number -> item; None: sent as plain words
+    table: dict[int, Tag | Void] | None  # marker number -> item; None: sent as plain words
 
 
 @dataclass
-class Prepared:
+class Prepared(Generic[Data]):
     """The texts to translate (one per segment that has words), and how to read their translations back."""
 
-    extraction: Extraction
+    extraction: Extraction[Data]
     sent: list[_Sent] = field(default_factory=list)
 
     @property
@@ -67,11 +79,11 @@ PATHS = ("markers", "strict", "runs")
 
 
 @dataclass
-class Result:
-    data: bytes | str  # str for an HTML fragment
+class Result(Generic[Data]):
+    data: Data  # str for an HTML fragment
     segments: int
     markup_fallbacks: int
-    paths: Counter = field(default_factory=Counter)  # segments with markup by the path they took (PATHS)
+    paths: Counter[str] = field(default_factory=Counter)  # segments with markup by the path they took (PATHS)
 
     def report(self) -> dict:
         return {
@@ -86,7 +98,7 @@ def clean(translation: str) -> str:
     return NOT_XML.sub("", _TARGET_WRAPPER.sub("", translation))
 
 
-def prepare(extraction: Extraction) -> Prepared:
+def prepare(extraction: Extraction[Data]) -> Prepared[Data]:
     prepared = Prepared(extraction)
     for index, items in enumerate(extraction.segments):
         words = inline.plain(items)
@@ -100,14 +112,14 @@ def prepare(extraction: Extraction) -> Prepared:
     return prepared
 
 
-def finish(prepared: Prepared, translations: list[str], paths: list[str | None] | None = None) -> Result:
+def finish(prepared: Prepared[Data], translations: list[str], paths: list[str | None] | None = None) -> Result[Data]:
     """The translated file. A segment whose markers did not come back is written in its safe form and counted;
     `paths` says how each translation with markers was made (PATHS; "markers" when not given)."""
     segments = prepared.extraction.segments
     if len(translations) != len(prepared.sent):
         raise GenerationError(f"{len(translations)} translations came back for {len(prepared.sent)} segments")
     outcomes = [Outcome(items, translated=False) for items in segments]
-    fallbacks, counted = 0, Counter()
+    fallbacks, counted = 0, Counter[str]()
     for n, (sent, translation) in enumerate(zip(prepared.sent, translations)):
         translation = clean(translation)
         if not translation.strip():
@@ -120,8 +132,7 @@ def finish(prepared: Prepared, translations: list[str], paths: list[str | None] 
         restored = inline.restore(text, sent.table) if sent.table is not None else None
         if restored is None:
             fallbacks += 1
-            items = inline.fallback(translation, original)
-            items[0] = sent.lead + items[0] + sent.trail
+            items = inline.fallback(translation, original, sent.lead, sent.trail)
             outcomes[sent.index] = Outcome(items, fell_back=True)
         else:
             counted[(paths[n] if paths else None) or "markers"] += 1
@@ -130,11 +141,14 @@ def finish(prepared: Prepared, translations: list[str], paths: list[str | None] 
 
 
 def each_translated(
-    targets: list, segments: list[list[Item]], apply: Callable[[object, Outcome], None], save: Callable[[], bytes]
-) -> Extraction:
+    targets: Sequence[Target],
+    segments: list[list[Item]],
+    apply: Callable[[Target, Outcome], None],
+    save: Callable[[], Data],
+) -> Extraction[Data]:
     """The common writer: each translated segment's outcome applied to its target (same order), then the file saved."""
 
-    def write(outcomes: list[Outcome]) -> bytes:
+    def write(outcomes: list[Outcome]) -> Data:
         for target, outcome in zip(targets, outcomes):
             if outcome.translated:
                 apply(target, outcome)
@@ -143,12 +157,13 @@ def each_translated(
     return Extraction(segments, write)
 
 
-def combine(parts: list[Extraction], after: Callable[[list[bytes]], bytes]) -> Extraction:
+def combine(parts: list[Extraction[bytes]], after: Callable[[list[bytes]], bytes]) -> Extraction[bytes]:
     """Several files in one (an EPUB's chapters): their segments in order; `after` gets each part's bytes."""
     segments = [items for part in parts for items in part.segments]
 
     def write(outcomes: list[Outcome]) -> bytes:
-        written, pos = [], 0
+        written: list[bytes] = []
+        pos = 0
         for part in parts:
             written.append(part.write(outcomes[pos : pos + len(part.segments)]))
             pos += len(part.segments)

@@ -12,7 +12,7 @@ from .base import Extraction, combine, each_translated
 from .html import read_xhtml
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     book = epub.read_epub(io.BytesIO(data))
     chapters = [item for item in book.get_items_of_type(ebooklib.ITEM_DOCUMENT) if not isinstance(item, epub.EpubNav)]
     parts = [read_xhtml(item.get_content(), target) for item in chapters] + [_toc_titles(book.toc)]
@@ -30,7 +30,7 @@ def read(data: bytes, target: str) -> Extraction:
     return combine(parts, after)
 
 
-def _toc_titles(toc) -> Extraction:
+def _toc_titles(toc) -> Extraction[bytes]:
     """The table of contents' titles (ebooklib writes the navigation document from them)."""
     entries = []
 
@@ -47,7 +47,7 @@ def _toc_titles(toc) -> Extraction:
     return each_translated(
         entries,
         [[entry.title] for entry in entries],
-        lambda entry, outcome: setattr(entry, "title", "".join(outcome.items)),
+        lambda entry, outcome: setattr(entry, "title", outcome.text),
         lambda: b"",
     )
 

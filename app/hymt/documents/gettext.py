@@ -35,7 +35,7 @@ def joined(items: list[Item]) -> str:
     return "".join(i if isinstance(i, str) else str(i.payload) for i in items)
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     po = polib.pofile(decode_utf8(data, ".po"))
     entries = [e for e in po if not e.obsolete and not e.translated() and not e.fuzzy]
     segments: list[list[Item]] = []

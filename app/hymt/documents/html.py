@@ -9,13 +9,15 @@ aria-label) are translated on their own. The document's lang becomes the target 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import cast
 
 import lxml.html
 from lxml import etree
 
-from .base import NOT_XML, Extraction, each_translated
+from .base import NOT_XML, Data, Extraction, each_translated
 from .guard import parser as xml_parser
-from .inline import Item
+from .inline import Item, plain
 from .xmlinline import items_of, localname, replace_run
 
 INLINE = {
@@ -77,41 +79,50 @@ SKIP = {"script", "style", "pre", "code", "kbd", "samp", "textarea", "svg", "mat
 ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
+Writer = Callable[[list[Item]], None]  # puts one segment's translated items in place
 
-def _no_translate(el) -> bool:
+
+def _no_translate(el: etree._Element) -> bool:
     return el.get("translate", "").lower() == "no" or "notranslate" in el.get("class", "").split()
 
 
-def _is_inline(el) -> bool:
+def _is_inline(el: etree._Element) -> bool:
     return not isinstance(el.tag, str) or localname(el) in INLINE or localname(el) in OPAQUE
 
 
-def _classify(el) -> str:
+def _classify(el: etree._Element) -> str:
     return "tag" if isinstance(el.tag, str) and localname(el) in INLINE and not _no_translate(el) else "void"
 
 
-class _Collector:
-    def __init__(self):
-        self.segments: list[list[Item]] = []
-        self.writers: list = []
+def _attribute_writer(el: etree._Element, name: str) -> Writer:
+    # An attribute's segment is its plain value, so its translation is plain text too.
+    return lambda items: el.set(name, plain(items))
 
-    def attributes(self, root) -> None:
+
+class _Collector:
+    def __init__(self) -> None:
+        self.segments: list[list[Item]] = []
+        self.writers: list[Writer] = []
+
+    def attributes(self, root: etree._Element) -> None:
         for el in root.iter():
             if not isinstance(el.tag, str) or _no_translate(el):
                 continue
             for name in ATTRIBUTES:
-                if el.get(name, "").strip():
-                    self.segments.append([el.get(name)])
-                    self.writers.append(lambda items, el=el, name=name: el.set(name, "".join(items)))
+                value = el.get(name, "")
+                if value.strip():
+                    self.segments.append([value])
+                    self.writers.append(_attribute_writer(el, name))
 
-    def block(self, el) -> None:
+    def block(self, el: etree._Element) -> None:
         """The runs of inline content in a block, split at its block children (each visited in turn)."""
         if not isinstance(el.tag, str) or localname(el) in SKIP or _no_translate(el):
             return
         if localname(el) == "title":
             self._run(el, None, [])
             return
-        anchor, run = None, []
+        anchor: etree._Element | None = None
+        run: list[etree._Element] = []
         for child in list(el):
             if _is_inline(child):
                 run.append(child)
@@ -121,12 +132,12 @@ class _Collector:
             anchor, run = child, []
         self._run(el, anchor, run)
 
-    def _run(self, parent, anchor, run: list) -> None:
+    def _run(self, parent: etree._Element, anchor: etree._Element | None, run: list[etree._Element]) -> None:
         text = parent.text if anchor is None else anchor.tail
         items = items_of(text, run, _classify, collapse=True)
         self.segments.append(items)
 
-        def write(new_items, parent=parent, anchor=anchor, run=run):
+        def write(new_items: list[Item]) -> None:
             start = 0 if anchor is None else parent.index(anchor) + 1
 
             def set_text(value: str) -> None:
@@ -139,15 +150,17 @@ class _Collector:
 
         self.writers.append(write)
 
-    def extraction(self, serialize) -> Extraction:
+    def extraction(self, serialize: Callable[[], Data]) -> Extraction[Data]:
         # Attributes first: a Tag copies its element's attributes when it is rebuilt.
         return each_translated(self.writers, self.segments, lambda writer, outcome: writer(outcome.items), serialize)
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     """A whole HTML page (or a fragment, written back as a fragment)."""
     if b"<html" not in data[:4096].lower():
-        return read_fragment(data.decode("utf-8-sig", errors="replace"), target, as_bytes=True)
+        fragment = read_fragment(data.decode("utf-8-sig", errors="replace"), target)
+        return Extraction(fragment.segments, lambda outcomes: fragment.write(outcomes).encode("utf-8"))
+    parser: lxml.html.HTMLParser | None
     try:  # libxml2 takes a page without a charset declaration for Latin-1; text that reads as UTF-8 is UTF-8
         data.decode("utf-8")
         parser = lxml.html.HTMLParser(encoding="utf-8")
@@ -158,10 +171,13 @@ def read(data: bytes, target: str) -> Extraction:
     encoding = tree.docinfo.encoding or "utf-8"
     # The parser invents a doctype for a page without one: only a page that had one is written with it.
     whole = tree if b"<!doctype" in data[:4096].lower() else tree.getroot()
-    return _page(tree.getroot()).extraction(lambda: etree.tostring(whole, method="html", encoding=encoding))
+    # The page's own encoding (never "unicode") gives bytes; lxml-stubs types only its literal names that way.
+    return _page(tree.getroot()).extraction(
+        lambda: cast(bytes, etree.tostring(whole, method="html", encoding=encoding))
+    )
 
 
-def _page(root) -> _Collector:
+def _page(root: etree._Element) -> _Collector:
     """A whole page: its attributes, the head's title, and the blocks of the rest."""
     collector = _Collector()
     collector.attributes(root)
@@ -174,24 +190,23 @@ def _page(root) -> _Collector:
     return collector
 
 
-def read_fragment(text: str, target: str, as_bytes: bool = False) -> Extraction:
+def read_fragment(text: str, target: str) -> Extraction[str]:
     """An HTML fragment (the /translate API's format: html); written back as a fragment, nothing added."""
     text = NOT_XML.sub("", text)
     if not text.strip():
-        return Extraction([], lambda outcomes: text.encode("utf-8") if as_bytes else text)
-    wrapper = lxml.html.fragment_fromstring(text, create_parent="div")
+        return Extraction([], lambda outcomes: text)
+    wrapper: etree._Element = lxml.html.fragment_fromstring(text, create_parent="div")
     collector = _Collector()
     collector.attributes(wrapper)
     collector.block(wrapper)
 
-    def serialize():
-        inner = (wrapper.text or "") + "".join(etree.tostring(c, method="html", encoding="unicode") for c in wrapper)
-        return inner.encode("utf-8") if as_bytes else inner
+    def serialize() -> str:
+        return (wrapper.text or "") + "".join(etree.tostring(c, method="html", encoding="unicode") for c in wrapper)
 
     return collector.extraction(serialize)
 
 
-def read_xhtml(data: bytes, target: str) -> Extraction:
+def read_xhtml(data: bytes, target: str) -> Extraction[bytes]:
     tree = etree.parse(io.BytesIO(data), xml_parser())
     root = tree.getroot()
     root.set(XML_LANG, target)

@@ -116,10 +116,11 @@ def restore(translation: str, table: dict[int, Tag | Void]) -> list[Item] | None
     return root
 
 
-def fallback(translation: str, items: list[Item]) -> list[Item]:
+def fallback(translation: str, items: list[Item], lead: str = "", trail: str = "") -> list[Item]:
     """The safe form of a segment whose markers did not survive: the translated words in the segment's own
-    formatting, then every Void of the source (images, breaks, placeholders) so that nothing is lost."""
-    return [re.sub(r"\s{2,}", " ", MARKER.sub(" ", translation)).strip()] + voids(items)
+    formatting (between `lead` and `trail`, its own spaces), then every Void of the source (images, breaks,
+    placeholders) so that nothing is lost."""
+    return [lead + re.sub(r"\s{2,}", " ", MARKER.sub(" ", translation)).strip() + trail] + voids(items)
 
 
 def voids(items: list[Item]) -> list[Item]:

@@ -81,7 +81,7 @@ def _after_front_matter(lines: list[str]) -> int:
     return 0
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     source = decode_utf8(data, ".md")
     lines = source.splitlines(keepends=True)
     cursor: dict[int, int] = {}  # per line, where the next search starts (table cells share a line)
@@ -90,7 +90,7 @@ def read(data: bytes, target: str) -> Extraction:
     for tok in _parser().parse(source):
         if tok.type != "inline" or tok.map is None or not tok.content.strip() or tok.map[0] < body_from:
             continue
-        spans = []
+        spans: list[tuple[int, int, int]] = []  # (line, start, end) of each of its lines' text
         for i, part in enumerate(tok.content.split("\n")):
             line_no, part = tok.map[0] + i, part.strip()
             start = lines[line_no].find(part, cursor.get(line_no, 0)) if line_no < len(lines) else -1
@@ -105,7 +105,7 @@ def read(data: bytes, target: str) -> Extraction:
 
     def write(outcomes: list[Outcome]) -> bytes:
         out = list(lines)
-        edits = []
+        edits: list[tuple[tuple[int, int, int], str | None]] = []  # None: a continuation line's text, removed
         for (_, spans), outcome in zip(located, outcomes):
             if outcome.translated:
                 edits.append((spans[0], render(outcome.items)))

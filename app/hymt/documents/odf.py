@@ -34,11 +34,11 @@ _CELL, _ANNOTATION = f"{{{TABLE}}}table-cell", f"{{{OFFICE}}}annotation"
 _ALT = (f"{{{SVG}}}title", f"{{{SVG}}}desc")
 
 
-def _classify(el) -> str:
+def _classify(el: etree._Element) -> str:
     return "tag" if el.tag in _PAIRED else "void"
 
 
-def _in_value_cell(p) -> bool:
+def _in_value_cell(p: etree._Element) -> bool:
     """A paragraph that shows a cell's number, date or formula result (not a comment on the cell)."""
     for ancestor in p.iterancestors():
         if ancestor.tag == _ANNOTATION:
@@ -51,16 +51,16 @@ def _in_value_cell(p) -> bool:
     return False
 
 
-def _part(root, scope) -> Extraction:
+def _part(root: etree._Element, scope: etree._Element) -> Extraction[bytes]:
     paragraphs = [p for p in scope.iter(*_PARAGRAPHS) if not _in_value_cell(p)]
     alts = [el for el in scope.iter(*_ALT) if len(el) == 0 and (el.text or "").strip()]
     segments: list[list[Item]] = [items_of(p.text, list(p), _classify, collapse=True) for p in paragraphs]
-    segments += [[el.text] for el in alts]
+    segments += [[el.text or ""] for el in alts]  # each has text (above)
 
-    def apply(target, outcome: Outcome) -> None:
+    def apply(target: tuple[str, etree._Element], outcome: Outcome) -> None:
         kind, el = target
         if kind == "alt":
-            el.text = "".join(outcome.items)
+            el.text = outcome.text
         else:
             replace_run(el, 0, list(el), outcome.items, lambda text: setattr(el, "text", text))
 
@@ -70,7 +70,7 @@ def _part(root, scope) -> Extraction:
     )
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     archive = zipfile.ZipFile(io.BytesIO(data))
     names = set(archive.namelist())
     if "content.xml" not in names:

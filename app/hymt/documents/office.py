@@ -5,6 +5,7 @@ comments. PowerPoint: every shape and table of every slide, and the speaker note
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import docx
 import pptx
@@ -17,11 +18,11 @@ from .ooxml import DRAWING, WORD, Paragraph, paragraphs
 _WORD_PARTS = ("/word/header", "/word/footer", "/word/footnotes", "/word/endnotes", "/word/comments")
 
 
-def _extraction(paras: list[Paragraph], save) -> Extraction:
+def _extraction(paras: list[Paragraph], save: Callable[[], bytes]) -> Extraction[bytes]:
     return each_translated(paras, [p.items for p in paras], Paragraph.write, save)
 
 
-def read_docx(data: bytes, target: str) -> Extraction:
+def read_docx(data: bytes, target: str) -> Extraction[bytes]:
     document = docx.Document(io.BytesIO(data))
     paras = paragraphs(document.element.body, WORD)
     blobs = []  # parts python-docx keeps as bytes (footnotes, endnotes): parsed here, written back on save
@@ -44,7 +45,7 @@ def read_docx(data: bytes, target: str) -> Extraction:
     return _extraction(paras, save)
 
 
-def read_pptx(data: bytes, target: str) -> Extraction:
+def read_pptx(data: bytes, target: str) -> Extraction[bytes]:
     presentation = pptx.Presentation(io.BytesIO(data))
     paras = []
     for slide in presentation.slides:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -46,78 +47,109 @@ DRAWING = Schema("http://schemas.openxmlformats.org/drawingml/2006/main", link=N
 _INVISIBLE = ("err", "dirty", "smtClean", "smtId")
 
 
-def _key(props) -> bytes:
+def _key(props: etree._Element | None) -> bytes:
     if props is None:
         return b""
     if any(name in props.attrib for name in _INVISIBLE):
         props = copy.copy(props)
         for name in _INVISIBLE:
-            props.attrib.pop(name, None)
+            props.attrib.pop(name, None)  # type: ignore[call-overload]  # lxml-stubs: pop's default may be any value
     return etree.tostring(props) if len(props) or props.attrib else b""
+
+
+class _Text(NamedTuple):
+    """A run's text, with the run's properties and their key (serialized XML, worked out once per run of text)."""
+
+    props: etree._Element | None
+    text: str
+    key: bytes
+
+
+class _Link(NamedTuple):
+    """A Word hyperlink: its element, the pieces inside it, and their most used run properties."""
+
+    el: etree._Element
+    inner: list[_Piece]
+    base: etree._Element | None
+
+
+class _Kept(NamedTuple):
+    """What is put back as it was (a Void): a paragraph child, or ("run", properties, part) for a tab, break or
+    picture inside a run."""
+
+    payload: etree._Element | tuple[str, etree._Element | None, etree._Element]
+
+
+_Piece = _Text | _Link | _Kept
 
 
 class Paragraph:
     """One paragraph: its segment's items, and `write` to put translated items in its place."""
 
-    def __init__(self, p, schema: Schema):
+    def __init__(self, p: etree._Element, schema: Schema):
         self.p, self.s = p, schema
         pieces = self._pieces(list(p))
         self.base = self._dominant(pieces)
         self.items = self._items(pieces, _key(self.base))
 
-    def _pieces(self, children) -> list:
-        s, pieces = self.s, []
+    def _pieces(self, children: list[etree._Element]) -> list[_Piece]:
+        s = self.s
+        pieces: list[_Piece] = []
         for child in children:
             if not isinstance(child.tag, str):
-                pieces.append(("void", child))
+                pieces.append(_Kept(child))
             elif child.tag in (s.q("pPr"), *map(s.q, s.trailing)) or child.tag in map(s.q, s.dropped):
                 continue
             elif child.tag == s.q("r"):
                 props = child.find(s.q("rPr"))
                 for part in child:
                     if part.tag == s.q("t"):
-                        # The run properties' key (serialized XML) is worked out once per run of text.
-                        pieces.append(("text", props, part.text or "", _key(props)))
+                        pieces.append(_Text(props, part.text or "", _key(props)))
                     elif part is not props and part.tag not in map(s.q, s.dropped):
-                        pieces.append(("void", ("run", props, part)))
+                        pieces.append(_Kept(("run", props, part)))
             elif s.link and child.tag == s.q(s.link):
                 inner = self._pieces(list(child))
-                pieces.append(("link", child, inner, self._dominant(inner)))
+                pieces.append(_Link(child, inner, self._dominant(inner)))
             else:
-                pieces.append(("void", child))
+                pieces.append(_Kept(child))
         return pieces
 
     @staticmethod
-    def _dominant(pieces):
-        weights: Counter = Counter()
-        exemplar = {}
+    def _dominant(pieces: list[_Piece]) -> etree._Element | None:
+        weights: Counter[bytes] = Counter()
+        exemplar: dict[bytes, etree._Element | None] = {}
         for piece in pieces:
-            if piece[0] == "text":
-                weights[piece[3]] += len(piece[2])
-                exemplar.setdefault(piece[3], piece[1])
+            if isinstance(piece, _Text):
+                weights[piece.key] += len(piece.text)
+                exemplar.setdefault(piece.key, piece.props)
         return exemplar[weights.most_common(1)[0][0]] if weights else None
 
-    def _items(self, pieces, base_key: bytes) -> list[Item]:
+    def _items(self, pieces: list[_Piece], base_key: bytes) -> list[Item]:
         items: list[Item] = []
         fmt_key = None  # the key of the last formatted Tag appended
         for piece in pieces:
-            if piece[0] == "text":
-                key = piece[3]
+            if isinstance(piece, _Text):
+                key = piece.key
                 if key == base_key:
                     if items and isinstance(items[-1], str):
-                        items[-1] += piece[2]
+                        items[-1] += piece.text
                     else:
-                        items.append(piece[2])
-                elif items and isinstance(items[-1], Tag) and items[-1].payload[0] == "fmt" and fmt_key == key:
-                    items[-1].children[0] += piece[2]
+                        items.append(piece.text)
+                elif (
+                    items
+                    and isinstance(items[-1], Tag)
+                    and items[-1].payload[0] == "fmt"
+                    and fmt_key == key
+                    and isinstance(items[-1].children[0], str)  # always: a formatted run's Tag holds its text
+                ):
+                    items[-1].children[0] += piece.text
                 else:
-                    items.append(Tag(("fmt", piece[1]), [piece[2]]))
+                    items.append(Tag(("fmt", piece.props), [piece.text]))
                     fmt_key = key
-            elif piece[0] == "link":
-                _, el, inner, base = piece
-                items.append(Tag(("link", el, base), self._items(inner, _key(base))))
+            elif isinstance(piece, _Link):
+                items.append(Tag(("link", piece.el, piece.base), self._items(piece.inner, _key(piece.base))))
             else:
-                items.append(Void(piece[1]))
+                items.append(Void(piece.payload))
         return items
 
     def write(self, outcome: Outcome) -> None:
@@ -129,8 +161,8 @@ class Paragraph:
             p.remove(child)
         p.extend(kept + built + trailing)
 
-    def _build(self, items: list[Item], props, in_link: bool) -> list:
-        out = []
+    def _build(self, items: list[Item], props: etree._Element | None, in_link: bool) -> list[etree._Element]:
+        out: list[etree._Element] = []
         for item in items:
             if isinstance(item, str):
                 if item:
@@ -159,7 +191,7 @@ class Paragraph:
                 out.append(item.payload)
         return out
 
-    def _run(self, props, text: str):
+    def _run(self, props: etree._Element | None, text: str) -> etree._Element:
         run = self.p.makeelement(self.s.q("r"))
         if props is not None:
             run.append(copy.deepcopy(props))
@@ -170,5 +202,5 @@ class Paragraph:
         return run
 
 
-def paragraphs(root, schema: Schema) -> list[Paragraph]:
+def paragraphs(root: etree._Element, schema: Schema) -> list[Paragraph]:
     return [Paragraph(p, schema) for p in root.iter(schema.q("p"))]

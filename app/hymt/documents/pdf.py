@@ -13,35 +13,49 @@ import os
 import re
 import unicodedata
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple, SupportsFloat
 
 from ..errors import BadRequest, HymtError, PayloadTooLarge
 from .base import Extraction, Outcome
 
 FONT_DIRS = ("/usr/share/fonts/truetype/noto", "/usr/share/fonts/truetype/droid")
 LATIN_FONT = "NotoSans-Regular.ttf"
-# Per script: its code point ranges, the font that covers it, whether it runs right to left, whether words are
-# separated by spaces (else a line may break between any two clusters; Tibetan after its syllable marks).
+
+
+class Script(NamedTuple):
+    """A script the Latin font does not cover, and how its lines break."""
+
+    name: str
+    ranges: tuple[tuple[int, int], ...]  # its code points
+    font: str  # the font file that covers it
+    rtl: bool  # runs right to left
+    # Whether words are separated by spaces; else a line may break between any two clusters (Tibetan after its
+    # syllable marks).
+    spaced: bool
+
+
 _SCRIPTS = (
-    ("tibetan", ((0x0F00, 0x0FFF),), "NotoSerifTibetan-Regular.ttf", False, False),
-    (
+    Script("tibetan", ((0x0F00, 0x0FFF),), "NotoSerifTibetan-Regular.ttf", False, False),
+    Script(
         "arabic",
         ((0x0600, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF)),
         "NotoNaskhArabic-Regular.ttf",
         True,
         True,
     ),
-    ("hebrew", ((0x0590, 0x05FF),), "NotoSansHebrew-Regular.ttf", True, True),
-    ("devanagari", ((0x0900, 0x097F),), "NotoSansDevanagari-Regular.ttf", False, True),
-    ("bengali", ((0x0980, 0x09FF),), "NotoSansBengali-Regular.ttf", False, True),
-    ("gujarati", ((0x0A80, 0x0AFF),), "NotoSansGujarati-Regular.ttf", False, True),
-    ("tamil", ((0x0B80, 0x0BFF),), "NotoSansTamil-Regular.ttf", False, True),
-    ("telugu", ((0x0C00, 0x0C7F),), "NotoSansTelugu-Regular.ttf", False, True),
-    ("thai", ((0x0E00, 0x0E7F),), "NotoSansThai-Regular.ttf", False, False),
-    ("myanmar", ((0x1000, 0x109F),), "NotoSansMyanmar-Regular.ttf", False, False),
-    ("khmer", ((0x1780, 0x17FF),), "NotoSansKhmer-Regular.ttf", False, False),
-    ("mongolian", ((0x1800, 0x18AF),), "NotoSansMongolian-Regular.ttf", False, True),
-    (
+    Script("hebrew", ((0x0590, 0x05FF),), "NotoSansHebrew-Regular.ttf", True, True),
+    Script("devanagari", ((0x0900, 0x097F),), "NotoSansDevanagari-Regular.ttf", False, True),
+    Script("bengali", ((0x0980, 0x09FF),), "NotoSansBengali-Regular.ttf", False, True),
+    Script("gujarati", ((0x0A80, 0x0AFF),), "NotoSansGujarati-Regular.ttf", False, True),
+    Script("tamil", ((0x0B80, 0x0BFF),), "NotoSansTamil-Regular.ttf", False, True),
+    Script("telugu", ((0x0C00, 0x0C7F),), "NotoSansTelugu-Regular.ttf", False, True),
+    Script("thai", ((0x0E00, 0x0E7F),), "NotoSansThai-Regular.ttf", False, False),
+    Script("myanmar", ((0x1000, 0x109F),), "NotoSansMyanmar-Regular.ttf", False, False),
+    Script("khmer", ((0x1780, 0x17FF),), "NotoSansKhmer-Regular.ttf", False, False),
+    Script("mongolian", ((0x1800, 0x18AF),), "NotoSansMongolian-Regular.ttf", False, True),
+    Script(
         "cjk",
         (
             (0x1100, 0x11FF),
@@ -72,16 +86,16 @@ class Block:
     text: str
 
 
-def _script(text: str):
+def _script(text: str) -> Script | None:
     """The script most of a text's letters are in (one of _SCRIPTS), or None for Latin, Greek and Cyrillic."""
-    counts: dict = {}
+    counts: dict[Script, int] = {}
     for ch in text:
         code = ord(ch)
         for script in _SCRIPTS:
-            if any(lo <= code <= hi for lo, hi in script[1]):
+            if any(lo <= code <= hi for lo, hi in script.ranges):
                 counts[script] = counts.get(script, 0) + 1
                 break
-    return max(counts, key=counts.get) if counts else None
+    return max(counts, key=counts.__getitem__) if counts else None
 
 
 def font_path(filename: str) -> str:
@@ -126,9 +140,9 @@ def fonts_for(target: str) -> None:
     """Before any translation: the fonts a PDF in this target language is written in are installed (a 503 that
     names them otherwise)."""
     font_path(LATIN_FONT)
-    script = next((s for s in _SCRIPTS if s[0] == _TARGET_SCRIPTS.get(target)), None)
+    script = next((s for s in _SCRIPTS if s.name == _TARGET_SCRIPTS.get(target)), None)
     if script is not None:
-        font_path(script[2])
+        font_path(script.font)
 
 
 def _font(text: str) -> tuple[str, bool]:
@@ -137,7 +151,7 @@ def _font(text: str) -> tuple[str, bool]:
     from reportlab.pdfbase.ttfonts import TTFont
 
     script = _script(text)
-    filename, rtl = (LATIN_FONT, False) if script is None else script[2:4]
+    filename, rtl = (LATIN_FONT, False) if script is None else (script.font, script.rtl)
     name = "hymt-" + filename.rsplit(".", 1)[0]
     if name not in pdfmetrics.getRegisteredFontNames():
         pdfmetrics.registerFont(TTFont(name, font_path(filename)))
@@ -150,12 +164,12 @@ def _units(text: str) -> list[tuple[str, bool]]:
     units = []
     for word in text.split():
         script = _script(word)
-        if script is None or script[4]:
+        if script is None or script.spaced:
             units.append((word, True))
             continue
         piece, first = "", True
         for ch in word:
-            if piece and _breaks(piece[-1], ch, script[0] == "tibetan"):
+            if piece and _breaks(piece[-1], ch, script.name == "tibetan"):
                 units.append((piece, first))
                 piece, first = "", False
             piece += ch
@@ -196,7 +210,7 @@ def _draw(canvas, block: Block, text: str, page: tuple[float, float, float, floa
     origin = page[:2]
     if y1 - y0 < 1.6 * block.size:  # away from the edge the source's own lines start at
         source = _script(block.text)
-        if source is not None and source[3]:
+        if source is not None and source.rtl:
             x0 = min(x0, page[0] + page[2] - x1)
         else:
             x1 = max(x1, page[2] - (x0 - page[0]))
@@ -235,7 +249,7 @@ def _joined(lines: list[str]) -> str:
             text = line
         elif text.endswith("-") and line[:1].islower():
             text = text[:-1] + line
-        elif _script(text[-1]) and not _script(text[-1])[4]:
+        elif (script := _script(text[-1])) is not None and not script.spaced:
             text += line
         else:
             text += " " + line
@@ -256,7 +270,7 @@ def _blocks(data: bytes) -> list[Block]:
             ]
             text = _joined([line for line in lines if line])
             if text:
-                blocks.append(Block(page, tuple(element.bbox), sum(sizes) / len(sizes) if sizes else 10.0, text))
+                blocks.append(Block(page, element.bbox, sum(sizes) / len(sizes) if sizes else 10.0, text))
         elif isinstance(element, LTFigure):
             for child in element:
                 visit(child, page)
@@ -323,7 +337,13 @@ def check(data: bytes, expanded_limit: int, page_limit: int) -> None:
                 )
 
 
-def read(data: bytes, target: str) -> Extraction:
+def _rect(values: Iterable[SupportsFloat]) -> tuple[float, float, float, float]:
+    """A PDF rectangle (a page's /MediaBox: four numbers) as floats."""
+    x0, y0, x1, y1 = (float(v) for v in values)
+    return x0, y0, x1, y1
+
+
+def read(data: bytes, target: str) -> Extraction[bytes]:
     blocks = _blocks(data)
 
     def write(outcomes: list[Outcome]) -> bytes:
@@ -334,12 +354,12 @@ def read(data: bytes, target: str) -> Extraction:
         _strip_text(pdf)
         overlay = io.BytesIO()
         drawing = pdfcanvas.Canvas(overlay)
-        boxes = [tuple(float(v) for v in page.mediabox) for page in pdf.pages]
+        boxes = [_rect(page.mediabox) for page in pdf.pages]
         for number, box in enumerate(boxes):
             drawing.setPageSize((box[2] - box[0], box[3] - box[1]))
             for block, outcome in zip(blocks, outcomes):
                 if block.page == number:
-                    text = re.sub(r"\s+", " ", "".join(outcome.items)).strip()
+                    text = re.sub(r"\s+", " ", outcome.text).strip()
                     if text:
                         _draw(drawing, block, text, box)
             drawing.showPage()

@@ -10,7 +10,7 @@ import openpyxl
 from .base import Extraction, each_translated
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     book = openpyxl.load_workbook(io.BytesIO(data))
     cells = [
         cell
@@ -28,6 +28,6 @@ def read(data: bytes, target: str) -> Extraction:
     return each_translated(
         cells,
         [[cell.value] for cell in cells],
-        lambda cell, outcome: setattr(cell, "value", "".join(outcome.items)),
+        lambda cell, outcome: setattr(cell, "value", outcome.text),
         save,
     )

@@ -34,22 +34,22 @@ def _segments(texts: list[str]) -> list[list]:
     return [[" ".join(line.strip() for line in t.splitlines())] for t in texts]
 
 
-def read_srt(data: bytes, target: str) -> Extraction:
+def read_srt(data: bytes, target: str) -> Extraction[bytes]:
     cues = list(srt.parse(decode_utf8(data, ".srt")))
 
     def apply(cue, outcome: Outcome) -> None:
-        cue.content = rewrap("".join(outcome.items), len(cue.content.splitlines()))
+        cue.content = rewrap(outcome.text, len(cue.content.splitlines()))
 
     return each_translated(
         cues, _segments([c.content for c in cues]), apply, lambda: srt.compose(cues, reindex=False).encode("utf-8")
     )
 
 
-def read_vtt(data: bytes, target: str) -> Extraction:
+def read_vtt(data: bytes, target: str) -> Extraction[bytes]:
     vtt = webvtt.from_buffer(io.StringIO(decode_utf8(data, ".vtt")))
     captions = list(vtt.captions)
 
     def apply(caption, outcome: Outcome) -> None:
-        caption.text = rewrap("".join(outcome.items), len(caption.lines))
+        caption.text = rewrap(outcome.text, len(caption.lines))
 
     return each_translated(captions, _segments([c.text for c in captions]), apply, lambda: vtt.content.encode("utf-8"))

@@ -18,14 +18,14 @@ def decode_utf8(data: bytes, kind: str) -> str:
         raise BadRequest(f"the {kind} file is not UTF-8 text", error_type="invalid_file") from None
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     parts = _LINES.split(decode_utf8(data, ".txt"))
     lines = parts[0::2]
 
     def write(outcomes: list[Outcome]) -> bytes:
         out = list(parts)
         for i, outcome in enumerate(outcomes):
-            out[2 * i] = "".join(outcome.items)
+            out[2 * i] = outcome.text
         return "".join(out).encode("utf-8")
 
     return Extraction([[line] for line in lines], write)

@@ -62,9 +62,9 @@ async def translate_document(
         lost = [i for i in lost if paths[i] is None]
         reach(len(texts) - len(lost))
     if lost:
-        for i, translation in zip(lost, await _by_runs([texts[i] for i in lost], translate)):
-            if translation is not None:
-                out[i], paths[i] = translation, "runs"
+        for i, by_runs in zip(lost, await _by_runs([texts[i] for i in lost], translate)):
+            if by_runs is not None:
+                out[i], paths[i] = by_runs, "runs"
     reach(len(texts))
     return Translated(out, paths)
 

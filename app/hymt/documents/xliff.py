@@ -19,11 +19,11 @@ NS_20 = "urn:oasis:names:tc:xliff:document:2.0"
 PAIRED = {"g", "pc", "mrk"}
 
 
-def _classify(el) -> str:
+def _classify(el: etree._Element) -> str:
     return "tag" if isinstance(el.tag, str) and localname(el) in PAIRED else "void"
 
 
-def read(data: bytes, target: str) -> Extraction:
+def read(data: bytes, target: str) -> Extraction[bytes]:
     try:
         tree = etree.parse(io.BytesIO(data), parser())
     except etree.XMLSyntaxError as exc:
@@ -33,14 +33,14 @@ def read(data: bytes, target: str) -> Extraction:
     if ns == NS_12:
         for file in root.iter(f"{{{NS_12}}}file"):
             file.set("target-language", target)
-        pairs = [
+        found = [
             (u.find(f"{{{NS_12}}}source"), u)
             for u in root.iter(f"{{{NS_12}}}trans-unit")
             if u.get("translate", "yes") != "no" and u.find(f"{{{NS_12}}}target") is None
         ]
     elif ns == NS_20:
         root.set("trgLang", target)
-        pairs = [
+        found = [
             (s.find(f"{{{NS_20}}}source"), s)
             for u in root.iter(f"{{{NS_20}}}unit")
             if u.get("translate", "yes") != "no"
@@ -49,10 +49,10 @@ def read(data: bytes, target: str) -> Extraction:
         ]
     else:
         raise BadRequest("only XLIFF 1.2 and 2.0 files are supported", error_type="unsupported_format")
-    pairs = [(source, holder) for source, holder in pairs if source is not None]
+    pairs = [(source, holder) for source, holder in found if source is not None]
     segments: list[list[Item]] = [items_of(source.text, list(source), _classify) for source, _ in pairs]
 
-    def apply(pair, outcome: Outcome) -> None:
+    def apply(pair: tuple[etree._Element, etree._Element], outcome: Outcome) -> None:
         source, holder = pair
         # Inline codes are copied: the source keeps its own.
         text, elements = build(outcome.items, copy_voids=True)

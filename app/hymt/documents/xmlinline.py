@@ -19,7 +19,9 @@ from .inline import Item, Tag, Void, merge_text
 Classify = Callable[[etree._Element], str]  # "tag" or "void"
 
 
-def items_of(text: str | None, elements: list, classify: Classify, collapse: bool = False) -> list[Item]:
+def items_of(
+    text: str | None, elements: list[etree._Element], classify: Classify, collapse: bool = False
+) -> list[Item]:
     items: list[Item] = [_space(text, collapse)]
     for el in elements:
         if classify(el) == "tag":
@@ -30,9 +32,10 @@ def items_of(text: str | None, elements: list, classify: Classify, collapse: boo
     return merge_text(items)
 
 
-def build(items: list[Item], copy_voids: bool = False) -> tuple[str, list]:
+def build(items: list[Item], copy_voids: bool = False) -> tuple[str, list[etree._Element]]:
     """(leading text, elements with their tails) from items; Void elements are moved unless copy_voids."""
-    text, elements = "", []
+    text = ""
+    elements: list[etree._Element] = []
     for item in items:
         if isinstance(item, str):
             if elements:
@@ -52,7 +55,13 @@ def build(items: list[Item], copy_voids: bool = False) -> tuple[str, list]:
     return text, elements
 
 
-def replace_run(parent, start: int, old: list, items: list[Item], set_text: Callable[[str], None]) -> None:
+def replace_run(
+    parent: etree._Element,
+    start: int,
+    old: list[etree._Element],
+    items: list[Item],
+    set_text: Callable[[str], None],
+) -> None:
     """Put a run's new content in place of its old elements, which sat from child index `start` in `parent`."""
     text, elements = build(items)
     for el in old:
@@ -69,5 +78,5 @@ def _space(text: str | None, collapse: bool) -> str:
     return re.sub(r"\s+", " ", text) if collapse else text
 
 
-def localname(el) -> str:
+def localname(el: etree._Element) -> str:
     return etree.QName(el).localname.lower() if isinstance(el.tag, str) else ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeGuard
 
 from ..errors import ConfigError
 from ..languages import resolve
@@ -59,6 +60,28 @@ def choose(adapters: list[Adapter], source: str | None, target: str) -> str | No
                 if score > best_score:
                     best, best_score = adapter.name, score
     return best
+
+
+class Tuner(Protocol):
+    """The LoRA layers inside a PeftModel (its base_model, a LoraModel)."""
+
+    def enable_adapter_layers(self) -> None: ...
+
+    def disable_adapter_layers(self) -> None: ...
+
+
+class Adapted(Protocol):
+    """The PeftModel that attach returns, as the runner switches adapters on it."""
+
+    active_adapter: str
+    base_model: Tuner
+
+    def set_adapter(self, adapter_name: str) -> None: ...
+
+
+def adapted(model: object) -> TypeGuard[Adapted]:
+    """Whether the model carries adapters (attach's PeftModel); a transformers model alone has no peft_config."""
+    return hasattr(model, "peft_config")
 
 
 def attach(model, adapters: list[Adapter]):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -25,7 +25,7 @@ from ..errors import Cancelled, GenerationError, HymtError, NotReady, Overloaded
 from ..languages import Language
 from ..settings import Settings
 from .admission import Admission
-from .jobs import Event, Job, Options
+from .jobs import Event, Job, Options, origin
 from .prompting import Prompter
 from .runner import Launched, ModelRunner
 from .scheduler import Scheduler, Sequence, State, Step
@@ -164,7 +164,9 @@ class Engine:
         return self._thread.is_alive()
 
     def decode(self, token_ids: list[int]) -> str:
-        return self.runner.loaded.tokenizer.decode(token_ids, skip_special_tokens=True)
+        text = self.runner.loaded.tokenizer.decode(token_ids, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence of ids decodes to one string (a list of them, to a list)
+        return text
 
     def stop(self) -> None:
         with self._cond:
@@ -173,7 +175,7 @@ class Engine:
         self._thread.join(timeout=30)
         self.text.stop()
         with self._cond:
-            pending = {s.payload[0] for s in list(self.scheduler.waiting) + self.scheduler.running}
+            pending = {origin(s).job for s in list(self.scheduler.waiting) + self.scheduler.running}
         for job in pending:
             self.end(job, NotReady("the server stopped before this request finished"))
 
@@ -223,7 +225,7 @@ class Engine:
             if self._in_flight is not None and self._in_flight[0] is not step:
                 self._collect()
             self._in_flight = None
-            for job in {s.payload[0] for s in step.sequences}:
+            for job in {origin(s).job for s in step.sequences}:
                 self.fail(job, f"generation failed: {type(exc).__name__}")
             return True
         self._step_over()
@@ -231,11 +233,12 @@ class Engine:
         return True
 
     def _collect(self) -> None:
+        assert self._in_flight is not None  # every caller has seen a step in flight (only this thread sets it)
         step, launched = self._in_flight
         self._in_flight = None
         self._postprocess(step, self.runner.collect(launched))
 
-    def _postprocess(self, step: Step, tokens: list[int | None]) -> None:
+    def _postprocess(self, step: Step, tokens: Iterable[int | None]) -> None:
         """Record a step's tokens; segments that end leave at once, and their text goes to the text worker."""
         finished: list[Sequence] = []
         streamed: list[Event] = []
@@ -251,8 +254,8 @@ class Engine:
                 if not (token in stop_ids and len(seq.output_ids) >= seq.min_new_tokens):
                     seq.output_ids.append(token)
                     if len(seq.output_ids) < seq.max_new_tokens:
-                        if seq.payload[0].stream:
-                            streamed.append(Event("token", seq.payload[0], index=seq.index))
+                        if origin(seq).job.stream:
+                            streamed.append(Event("token", origin(seq).job, index=seq.index))
                         continue
                 self.scheduler.finish(seq)
                 self.runner.stats.segments += 1
@@ -292,7 +295,7 @@ class Engine:
             self.scheduler.prefill_tokens,
         )
         for seq in hopeless:
-            self.fail(seq.payload[0], "out of GPU memory on this segment even alone; send shorter text")
+            self.fail(origin(seq).job, "out of GPU memory on this segment even alone; send shorter text")
 
     def end(self, job: Job, error: HymtError | None) -> bool:
         """End a job exactly once: done, failed or cancelled. Its segments leave the queue and the batch; its

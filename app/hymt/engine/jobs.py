@@ -82,6 +82,13 @@ class Job:
     def tokens_out(self) -> int:
         return sum(len(s.output_ids) for s in self.sequences)
 
+    def result(self, n: int) -> cleanup.Cleaned:
+        """Segment n's translation, which a segment has once it is finished."""
+        result = self.results[n]
+        if result is None:
+            raise ValueError(f"segment {n} of job {self.id} is not translated yet")
+        return result
+
     def texts(self) -> list[str]:
         """The translated documents, each put back together around its segments (complete jobs only)."""
         per_doc: list[list[str]] = [[""] * len(d.segments) for d in self.documents]
@@ -143,16 +150,34 @@ class IncrementalText:
     Text is taken only once it no longer ends in a partial character (a byte-level token can split one)."""
 
     def __init__(self):
+        self._reset()
+
+    def _reset(self) -> None:
         self.text = ""
         self._prefix = 0  # the tokens before this one are in `text`, and decoded alone they end cleanly
         self._read = 0
 
     def update(self, token_ids: list[int], decode: Callable[[list[int]], str]) -> str:
         if len(token_ids) < self._read:  # the segment was translated again (a missed glossary term)
-            self.__init__()
+            self._reset()
         before = decode(token_ids[self._prefix : self._read])
         now = decode(token_ids[self._prefix :])
         if len(now) > len(before) and not now.endswith("\ufffd"):
             self.text += now[len(before) :]
             self._prefix, self._read = self._read, len(token_ids)
         return self.text
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a segment's Sequence comes from (its payload, which the scheduler does not read): its job and its
+    source text."""
+
+    job: Job
+    text: str
+
+
+def origin(seq: Sequence) -> Origin:
+    if not isinstance(seq.payload, Origin):
+        raise TypeError(f"segment {seq.index} of job {seq.job_id} has no Origin as its payload: {seq.payload!r}")
+    return seq.payload

@@ -46,9 +46,8 @@ class KVArena:
         self.uncompile()
 
     def compile(self) -> None:
-        self._quantize, self._dequantize = (
-            torch.compile(f, dynamic=d) for f, d in ((quantize, True), (dequantize, False))
-        )
+        self._quantize = torch.compile(quantize, dynamic=True)
+        self._dequantize = torch.compile(dequantize, dynamic=False)
 
     def uncompile(self) -> None:
         self._quantize, self._dequantize = quantize, dequantize

@@ -7,8 +7,10 @@ import importlib.util
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from ..checkpoint import load_config, resolve_checkpoint
 from ..errors import ModelLoadError
@@ -16,14 +18,37 @@ from ..family import Identified, identify
 from ..planner.tiers import Tier
 from . import weights
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
 log = logging.getLogger("hymt.loader")
+
+
+class CausalLM(Protocol):
+    """What the runner reads of the loaded model: a transformers PreTrainedModel, or the PeftModel around it that
+    adapters.attach returns (the Decoder reads its modules)."""
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def get_input_embeddings(self) -> torch.nn.Module: ...
+
+
+class ModelConfig(Protocol):
+    """The checkpoint's config.json, as the runner reads it."""
+
+    num_attention_heads: int
+    num_key_value_heads: int
+    num_hidden_layers: int
+    hidden_size: int
+    vocab_size: int
 
 
 @dataclass
 class Loaded:
-    model: object
-    tokenizer: object
-    config: object
+    model: CausalLM
+    tokenizer: PreTrainedTokenizerBase
+    config: ModelConfig
     checkpoint: Path
     stop_ids: list[int]
     pad_id: int
@@ -94,7 +119,7 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     model_obj.eval()
     if int4:
         weights.quantize_int4(model_obj, torch.device("cuda", 0))
-        model_obj.to("cuda:0")
+        model_obj.to("cuda:0")  # type: ignore[arg-type]  # typeshed's functools.wraps (PreTrainedModel.to) binds no self
 
     chat = identified.family.chat
     if not getattr(tokenizer, "chat_template", None) or not chat.renders_officially(tokenizer):
@@ -106,7 +131,7 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
         tokenizer.chat_template = chat.template
     tokenizer.padding_side = "left"
     stop_id = tokenizer.convert_tokens_to_ids(chat.stop)
-    if stop_id is None or stop_id == tokenizer.unk_token_id:
+    if not isinstance(stop_id, int) or stop_id == tokenizer.unk_token_id:  # None: no such token
         raise ModelLoadError(
             f"{checkpoint}'s tokenizer has no {chat.stop} token: not a {identified.family.name} "
             "tokenizer (set HYMT_MODEL_FAMILY if the name misleads)"
@@ -116,7 +141,7 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     declared = declared if isinstance(declared, list) else [declared]
     stop_ids = list(dict.fromkeys([stop_id, *(i for i in declared if isinstance(i, int))]))
     pad_id = tokenizer.convert_tokens_to_ids(chat.pad) if chat.pad else tokenizer.pad_token_id
-    if pad_id is None:
+    if not isinstance(pad_id, int):  # None: neither names a padding token
         pad_id = getattr(config, "pad_token_id", None)
         pad_id = stop_id if pad_id is None else pad_id
     return Loaded(

@@ -120,10 +120,11 @@ class Decoder:
         self.cos = (angles.cos() * rotary.attention_scaling).to(self.dtype)
         self.sin = (angles.sin() * rotary.attention_scaling).to(self.dtype)
         self.uncompile()
-        if compiled:
-            self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
-                torch.compile(f, dynamic=True) for f in (rms_norm, add_rms_norm, rope_qk_norm, silu_mul)
-            )
+        if compiled:  # one call each, so that each keeps its function's signature for mypy
+            self.rms_norm = torch.compile(rms_norm, dynamic=True)
+            self.add_rms_norm = torch.compile(add_rms_norm, dynamic=True)
+            self.rope_qk_norm = torch.compile(rope_qk_norm, dynamic=True)
+            self.silu_mul = torch.compile(silu_mul, dynamic=True)
             arena.compile()
         self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
         if self.kernels:
@@ -226,6 +227,7 @@ class Decoder:
                 self.eps,
                 *self.arena.storage(layer),
             )
+        assert cos is not None and sin is not None  # forward gathers them wherever the kernels do not rotate
         tokens = q.shape[0]
         q = q.view(tokens, self.num_heads, self.head_dim)
         k = k.view(tokens, self.num_kv_heads, self.head_dim)

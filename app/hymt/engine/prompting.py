@@ -16,7 +16,7 @@ from ..errors import BadRequest
 from ..glossary import Glossaries, Term
 from ..languages import Language
 from . import adapters as adapter_registry
-from .jobs import Event, Job, Options
+from .jobs import Event, Job, Options, Origin, origin
 from .scheduler import Sequence
 
 
@@ -122,19 +122,21 @@ class Prompter:
                     "quality best needs the source language (it could not be detected): give source",
                     error_type="unknown_source_language",
                 )
-            message = prompts.fusion_message(source, job.target, text, [c.results[n].text for c in candidates])
+            message = prompts.fusion_message(source, job.target, text, [c.result(n).text for c in candidates])
             wanted, prompt_ids = self._wanted(text), self._prompt(message)
             if self._fits_whole_budget(prompt_ids, wanted):
                 job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, 0))
                 continue
             job.unfused.add(n)
             job.results[n] = first.results[n]
-            job.sequences.append(Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n, payload=(job, text)))
+            job.sequences.append(
+                Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n, payload=Origin(job, text))
+            )
         return job
 
     def retry(self, job: Job, seq: Sequence) -> Sequence:
         """Segment seq.index once more, with a prompt that insists on the glossary terms its translation missed."""
-        n, text = seq.index, seq.payload[1]
+        n, text = seq.index, origin(seq).text
         message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
         return self._sequence(
             job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling, seq.min_new_tokens
@@ -222,5 +224,5 @@ class Prompter:
             min_new_tokens=min(min_new_tokens, budget),
             job_id=job.id,
             index=n,
-            payload=(job, text),
+            payload=Origin(job, text),
         )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..prompts import Sampling
+from .adapters import adapted
 from .kvcache import KVArena
 from .loader import Loaded
 from .model import Batch, Decoder
@@ -83,7 +84,9 @@ class ModelRunner:
         model = loaded.model
         config = loaded.config
         self.device = next(model.parameters()).device
-        dtype = loaded.model.get_input_embeddings().weight.dtype
+        embeddings = model.get_input_embeddings().weight
+        assert isinstance(embeddings, torch.Tensor)  # a Parameter (nn.Module's attributes are typed Tensor | Module)
+        dtype = embeddings.dtype
         self.attention = attention_kind(self.device, dtype)
         heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -118,7 +121,7 @@ class ModelRunner:
         self._batch: tuple | None = None  # the (bucket, rows) the index buffer holds
         self._last_collect = 0.0
         # A PEFT model starts with its first adapter active (LoRA wrappers read it at every call).
-        self._adapter = model.active_adapter if hasattr(model, "peft_config") else None
+        self._adapter = model.active_adapter if adapted(model) else None
 
     def encode(self, prompt: str) -> list[int]:
         return self.loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -130,7 +133,7 @@ class ModelRunner:
     def _use_adapter(self, name: str | None) -> None:
         """The step's LoRA adapter (the scheduler never mixes adapters in flight), or the base model for None."""
         model = self.loaded.model
-        if not hasattr(model, "peft_config") or name == self._adapter:
+        if not adapted(model) or name == self._adapter:
             return
         if name is None:
             model.base_model.disable_adapter_layers()
@@ -145,7 +148,8 @@ class ModelRunner:
         for the others. The rows that sampled carry their new state on the device from here on."""
         started = time.perf_counter()
         self._use_adapter(chunks[0].seq.adapter)
-        ids, positions, write_index, query_starts, spans = [], [], [], [0], []
+        ids, write_index, query_starts, spans = [], [], [0], []
+        positions: list[int] = []
         for chunk in chunks:
             seq = chunk.seq
             if chunk.start == 0:
@@ -217,12 +221,15 @@ class ModelRunner:
             output = self._decode_rows(bucket, self.sampler.top_k_bound(rows))
         host = self._tokens_host[parity]
         host[:bucket].copy_(output[:bucket], non_blocking=True)
-        self._events[parity].record()
-        return Launched(seqs, host, self._events[parity], started)
+        done = self._events[parity]
+        assert done is not None  # a CUDA device: the CPU ran its step above
+        done.record()
+        return Launched(seqs, host, done, started)
 
     def collect(self, launched: Launched) -> list[int]:
         """The tokens of a launched decoding step, once the GPU has them."""
         if launched.tokens is None:
+            assert launched.done is not None  # launched on a CUDA device (the CPU's steps carry their tokens)
             launched.done.synchronize()
             launched.tokens = launched.host[: len(launched.seqs)].tolist()
         now = time.perf_counter()
@@ -331,7 +338,8 @@ class ModelRunner:
         vocab = min(self.loaded.config.vocab_size, self.loaded.pad_id)
         generator = torch.Generator().manual_seed(0)
         budget = min(plan.prefill_tokens, plan.kv_tokens - 1) if self.device.type == "cuda" else 16
-        chunks, start = [], 1
+        chunks: list[Chunk] = []
+        start = 1
         while budget > 0 and len(chunks) < plan.max_in_flight:
             length = min(budget, plan.max_seq_tokens - 1)
             seq = Sequence(

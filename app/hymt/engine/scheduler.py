@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 
 from ..errors import Overloaded, PayloadTooLarge
+from ..prompts import Sampling
 from .allocator import RangeAllocator
 
 # The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
@@ -46,17 +46,18 @@ class Sequence:
 
     prompt_ids: list[int]
     max_new_tokens: int
-    sampling: Hashable = None
+    sampling: Sampling = Sampling()
     adapter: str | None = None
     min_new_tokens: int = 0
     job_id: int = 0
     index: int = 0  # position of the segment in its job
-    payload: object = field(default=None, repr=False)
+    payload: object = field(default=None, repr=False)  # opaque here: the engine's jobs.Origin
     output_ids: list[int] = field(default_factory=list)
     state: State = State.WAITING
     arrival: int = 0
-    row: int | None = None  # per-segment state row in the runner (repetition penalty), while admitted
-    kv_start: int | None = None
+    # While admitted (running): its state row in the runner and the first arena row of its range; -1 otherwise.
+    row: int = -1
+    kv_start: int = -1
     num_cached: int = 0  # tokens whose keys and values are in the arena
     preemptions: int = 0
 
@@ -239,4 +240,4 @@ class Scheduler:
             self.running.remove(seq)
             self.allocator.free(seq.kv_start, seq.kv_tokens)
             self._free_rows.append(seq.row)
-        seq.kv_start = seq.row = None
+        seq.kv_start = seq.row = -1

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from .. import cleanup, glossary
 from ..errors import BadRequest, HymtError, Overloaded
-from .jobs import Event, Job
+from .jobs import Event, Job, origin
 from .prompting import Prompter
 from .scheduler import Sequence
 
@@ -62,12 +62,12 @@ class TextWorker:
                 else:
                     self._finish(seq)
             except Exception:  # one segment's failure must not stop the worker
-                job = (event or Event("", seq.payload[0])).job
+                job = (event or Event("", origin(seq).job)).job
                 log.exception("finishing text of job %d failed", job.id)
                 self.engine.fail(job, "finishing the translation failed")
 
     def _finish(self, seq: Sequence) -> None:
-        job, source_text = seq.payload
+        job, source_text = origin(seq).job, origin(seq).text
         if job.ended:
             return
         cleaned = cleanup.clean(source_text, self.engine.decode(seq.output_ids))

@@ -246,7 +246,7 @@ def decode_attention(
         v.stride(0),
         cos.stride(0),
         keys.stride(0),
-        key_scales.stride(0) if quant else 0,
+        key_scales.stride(0) if key_scales is not None else 0,
         out.stride(0),
         HEADS=heads,
         KV_HEADS=kv_heads,

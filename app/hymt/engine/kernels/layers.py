@@ -210,7 +210,7 @@ def rope_norm_store(
         cos.stride(0),
         out.stride(0),
         keys.stride(0),
-        key_scales.stride(0) if quant else 0,
+        key_scales.stride(0) if key_scales is not None else 0,
         HEADS=heads,
         D=head_dim,
         QUANT=quant,

@@ -139,7 +139,9 @@ MATVEC_CONFIGS = (
 )
 
 
-def _graph_time(group: list[torch.Tensor], call: Callable[[torch.Tensor], object]) -> float:
+# `call` takes a weight; `...` since mypy cannot match the callers' lambdas (their loop variables bound as defaults)
+# to Callable[[torch.Tensor], object].
+def _graph_time(group: list[torch.Tensor], call: Callable[..., object]) -> float:
     """us a call, timed as the decoding step runs it: the calls over all of `group`'s weights (the model's layers,
     so the cache holds none of them) captured in a CUDA graph and replayed, so that the host's launches (slower for
     Triton's than for cuBLAS's) are not what is measured."""
@@ -166,17 +168,17 @@ def _graph_time(group: list[torch.Tensor], call: Callable[[torch.Tensor], object
 @torch.inference_mode()
 def tune_matvec(
     weights: list[torch.Tensor],
-    gated: frozenset[tuple[int, int]] = frozenset(),
+    gated: frozenset[tuple[int, ...]] = frozenset(),
     activation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     keep_all: bool = False,
-) -> dict[tuple[int, int], tuple[dict, float, float]]:
+) -> dict[tuple[int, ...], tuple[dict, float, float]]:
     """Per weight shape: the fastest matvec configuration on this GPU where it beats cuBLAS at one row, with both
     times (us a call). A shape in `gated` is a down projection: the gated matvec against `activation(gate, up)`
     (the model's SiLU kernel) and cuBLAS, its configuration marked `gated`. Shapes where cuBLAS is as fast are
     left out (kept with `keep_all`, for bench/matvec.py). No margin for cuBLAS: in the step the matvec's first
     weight tile is read while the kernel before finishes (PDL), which cuBLAS's kernels do not do, so a near tie
     is a gain there (gate/up at 54.7 us against cuBLAS's 56.2: the bf16 step 0.13 ms shorter)."""
-    by_shape: dict[tuple[int, int], list[torch.Tensor]] = {}
+    by_shape: dict[tuple[int, ...], list[torch.Tensor]] = {}
     for weight in weights:
         by_shape.setdefault(tuple(weight.shape), []).append(weight)
     chosen = {}
@@ -191,7 +193,7 @@ def tune_matvec(
             for c in MATVEC_CONFIGS
         ]
         try:
-            if is_gated:
+            if is_gated and activation is not None:
                 cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
             else:
                 cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(x, w))
