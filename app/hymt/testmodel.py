@@ -70,7 +70,9 @@ def _seven_b() -> Vocabulary:
 def _small() -> Vocabulary:
     """The 1.8B vocabulary. bos 120000, pad 120002 and the stop token at 120020 are the published config's ids; the
     other tokens' ids, and the pad and end-of-sentence tokens' names, are not published: they are placed here in
-    the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad)."""
+    the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad). The
+    config's eod is the stop token: llama.cpp's converter writes eod_token_id as the GGUF's eos, and left out it
+    is transformers' default, 3."""
     special = {
         SMALL_BOS: 120000,
         "<｜hy_end▁of▁sentence｜>": 120001,
@@ -89,7 +91,15 @@ def _small() -> Vocabulary:
         }
     )
     return Vocabulary(
-        SMALL_CHAT, SMALL_VOCAB_SIZE, 120000, special, bos_id=120000, eos_id=120020, pad_id=120002, tied_embeddings=True
+        SMALL_CHAT,
+        SMALL_VOCAB_SIZE,
+        120000,
+        special,
+        bos_id=120000,
+        eos_id=120020,
+        pad_id=120002,
+        tied_embeddings=True,
+        config={"eod_token_id": 120020},
     )
 
 
