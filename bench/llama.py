@@ -4,8 +4,8 @@
 The binaries (built for sm_90 on the GPU machine) and the converter come from `../shared/anchors/llama-cpp/`,
 copied into the folder named by `--pack` (`bench/llama-pack.sh` does it; the folder travels to the GPU machine):
 `llama-bin-sm90.tar.xz.part*`, `llama-convert.tar.xz` (convert_hf_to_gguf.py, conversion/, gguf-py/) and
-`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M, the type a person with an 8-16 GB
-card runs; BF16 stands for the 24 GB card.
+`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M; which cards each type stands for is the
+caller's (bench/standard.py: for the 7B, Q4_K_M, the type a person with an 8-16 GB card runs, and BF16 for 24 GB).
 
 Fair settings for the same work as hymt's: 64 slots of 512 tokens (`-np 64 -c 32768`), flash attention, every
 layer on the GPU, the official sampling, `max_tokens` as hymt's output budget with `ignore_eos` (random weights
@@ -24,9 +24,6 @@ import time
 from pathlib import Path
 
 from load import OpenAIChat, Watcher, run_clients, stop, wait_healthy
-
-# The GGUF type and the cards it stands for.
-TYPES = {"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)}
 
 
 def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> dict:
@@ -79,7 +76,7 @@ def _env(bin_dir: Path) -> dict:
     }
 
 
-def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict]:
+def single_stream(bin_dir: Path, gguf: Path, kind: str, cards: tuple[float, ...], base: dict) -> list[dict]:
     """`llama-bench` tg128 (and pp64): decoding tok/s of one stream in-process, one record per card it stands for."""
     proc = subprocess.run(
         [
@@ -117,7 +114,7 @@ def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict
                 "card_gb": card,
                 "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300],
             }
-            for card in TYPES[kind]
+            for card in cards
         ]
     return [
         {
@@ -133,7 +130,7 @@ def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict
             "p95_s": None,
             "oom_events": 0,
         }
-        for card in TYPES[kind]
+        for card in cards
     ]
 
 
@@ -141,6 +138,7 @@ def serve(
     bin_dir: Path,
     gguf: Path,
     kind: str,
+    cards: tuple[float, ...],
     clients: tuple,
     new_tokens: int,
     deadline: float,
@@ -190,4 +188,4 @@ def serve(
         records.append({**head, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
     finally:
         stop(process, 20)
-    return [{**r, "card_gb": card} for r in records for card in TYPES[kind]]
+    return [{**r, "card_gb": card} for r in records for card in cards]

@@ -39,7 +39,7 @@ import llama  # noqa: E402
 from check import check  # noqa: E402
 from checkpoints import build  # noqa: E402
 from serving import CLIENTS, serve_engine  # noqa: E402
-from standard import environment, standard  # noqa: E402
+from standard import LLAMA_TYPES, environment, standard  # noqa: E402
 
 
 def llama_cpp(args, run: str) -> list[dict]:
@@ -49,10 +49,10 @@ def llama_cpp(args, run: str) -> list[dict]:
     with open(args.out.with_suffix(".llama.log"), "w") as log:
         prepared = llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, [])
         records = [{**base, "engine": "llama.cpp", "scenario": "prepare", **prepared}]
-        for kind in llama.TYPES:
+        for kind, cards in LLAMA_TYPES.items():
             gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
-            records += llama.single_stream(bin_dir, gguf, kind, base)
-            records += llama.serve(bin_dir, gguf, kind, CLIENTS, args.new_tokens, args.deadline, base, log)
+            records += llama.single_stream(bin_dir, gguf, kind, cards, base)
+            records += llama.serve(bin_dir, gguf, kind, cards, CLIENTS, args.new_tokens, args.deadline, base, log)
     return records
 
 

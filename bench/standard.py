@@ -17,6 +17,9 @@ import llama
 from checkpoints import build
 from serving import CLIENTS, serve_engine, single_stream
 
+# The GGUF types llama.cpp runs and the cards each stands for: a person with an 8-16 GB card runs Q4_K_M.
+LLAMA_TYPES = {"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)}
+
 
 def environment() -> dict:
     from importlib.metadata import PackageNotFoundError, version
@@ -86,11 +89,12 @@ def standard(args) -> dict:
     os.sched_setaffinity(0, cores)
     add([{"run": args.run, "engine": "llama.cpp", "scenario": "prepare", **prepared}])
     if "error" not in prepared:
-        for kind in llama.TYPES:  # llama.cpp starts in seconds: it gets a grace the slower phases do not
+        for kind, cards in LLAMA_TYPES.items():  # llama.cpp starts in seconds: a grace the slower phases lack
             gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
             if due(f"llama.cpp {kind}", grace=args.budget_s / 4):
-                add(llama.single_stream(bin_dir, gguf, kind, {"run": args.run}))
-                add(llama.serve(bin_dir, gguf, kind, CLIENTS, args.new_tokens, args.deadline, {"run": args.run}, log))
+                base = {"run": args.run}
+                add(llama.single_stream(bin_dir, gguf, kind, cards, base))
+                add(llama.serve(bin_dir, gguf, kind, cards, CLIENTS, args.new_tokens, args.deadline, base, log))
     for card in (12.0, 24.0):
         if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
             add([single_stream(args.model_dir, card, args, log)])
