@@ -21,7 +21,7 @@ from .chat import (
     SMALL_VOCAB_SIZE,
     ChatFormat,
 )
-from .family import FAMILIES, HUNYUAN_MT_7B
+from .family import FAMILIES, HUNYUAN_MT_7B, Family
 from .languages import LANGUAGES
 from .prompts import XX_TEMPLATE, ZH_TEMPLATE
 
@@ -211,12 +211,18 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
         repetition_penalty=1.05,
     )
     model.save_pretrained(out)
-    config_path = out / "config.json"  # each model's hub repository is tencent/ and its own name
-    saved = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{chosen.name}", **saved}, indent=2) + "\n")
+    name_checkpoint(out, chosen)
     build_tokenizer(vocabulary).save_pretrained(out)
     _readable_by_all(out)
     return out
+
+
+def name_checkpoint(directory: Path, family: Family) -> None:
+    """Records the model's hub id in the saved config, where transformers records it for a checkpoint loaded from
+    the hub and hymt.family reads it: each model's hub repository is tencent/ and its own name."""
+    config_path = directory / "config.json"
+    saved = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{family.name}", **saved}, indent=2) + "\n")
 
 
 def _readable_by_all(directory: Path) -> None:
