@@ -22,8 +22,12 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from load import OpenAIChat, Watcher, run_clients, stop, wait_healthy
+
+if TYPE_CHECKING:
+    from hymt.family import Family
 
 
 def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> dict:
@@ -139,6 +143,7 @@ def serve(
     gguf: Path,
     kind: str,
     cards: tuple[float, ...],
+    family: Family,
     clients: tuple,
     new_tokens: int,
     deadline: float,
@@ -146,7 +151,8 @@ def serve(
     log,
     port: int = 8001,
 ) -> list[dict]:
-    """`llama-server` under 1, 16 and 64 HTTP clients; each record once per card the GGUF type stands for."""
+    """`llama-server` under 1, 16 and 64 HTTP clients, each sentence in the family's official prompt; each record
+    once per card the GGUF type stands for."""
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -178,7 +184,7 @@ def serve(
             wait_healthy(url, process, 180)
         head["startup_s"] = round(time.perf_counter() - started, 1)
         peak = watcher.peak_gb
-        target = OpenAIChat(url, new_tokens)
+        target = OpenAIChat(url, new_tokens, family)
         for count, per_client in clients:
             with Watcher(url, process.pid) as watcher:
                 record = run_clients(target, count, per_client, deadline)

@@ -1,17 +1,19 @@
 """GPU benchmark: hymt beside llama.cpp (the single-user anchor, what Ollama runs) and a seed-style server, as users
-reach them, on simulated 8, 12, 16 and 24 GB cards.
+reach them, on simulated cards: 8, 12, 16 and 24 GB for the 7B, 4, 6 and 8 GB for the 1.8B (`--family`).
 
     python bench/run.py standard --out bench/results/standard.json   # the whole standard run: one H200, < 10 min
     python bench/report.py bench/results                              # table.md and chart.png from its records
+    python bench/run.py standard --family hy-mt2-1.8b --out bench/results/small/standard.json   # the 1.8B's
 
     python bench/run.py build --model-dir /tmp/hymt-7b       # the real 7B architecture, random weights, on disk
+    python bench/run.py build --family hy-mt2-1.8b           # the real 1.8B architecture, in /tmp/hymt-1.8b
     python bench/run.py serve --cards 8,12,16,24 --engines hymt,seed --out bench/results/serve.json [--document]
     python bench/run.py llama --out bench/results/llama.json  # llama.cpp alone (bench/llama.py)
     python bench/run.py check --card 24 --identity --out bench/results/check.json
 
 Every record has one shape: card_gb, engine (hymt, llama.cpp, seed-style), profile (or the GGUF type), scenario
-(clients, document, single_stream), clients, tok_s, p50_s, p95_s, peak_reserved_gb, oom_events, startup_s, and
-the run id that all records of one run share. Scenarios:
+(clients, document, single_stream), clients, tok_s, p50_s, p95_s, peak_reserved_gb, oom_events, startup_s, the
+family (hunyuan-mt-7b or hy-mt2-1.8b) and the run id that all records of one run share. Scenarios:
 - clients: 1, 16 and 64 concurrent HTTP clients, each sending realistic sentences one after another
   (`/translate` with `source: auto` for hymt, its official prompt through `/v1/chat/completions` for llama-server),
   with a deadline; tokens counted by the server;
@@ -38,30 +40,39 @@ sys.path.insert(0, str(ROOT / "bench"))
 import llama  # noqa: E402
 from check import check  # noqa: E402
 from checkpoints import build  # noqa: E402
+from hymt.family import HUNYUAN_MT_7B  # noqa: E402
 from serving import CLIENTS, serve_engine  # noqa: E402
-from standard import LLAMA_TYPES, environment, standard  # noqa: E402
+from standard import STANDARDS, Standard, environment, standard  # noqa: E402
 
 
-def llama_cpp(args, run: str) -> list[dict]:
+def llama_cpp(args, chosen: Standard) -> list[dict]:
     """llama.cpp on the same checkpoint: llama-bench's single stream and llama-server under the same load, for
-    each GGUF type (Q4_K_M standing for the 8-16 GB cards, BF16 for 24 GB)."""
-    base = {"run": run}
+    each GGUF type, recorded for the cards it stands for."""
+    base = {"run": args.run, "family": args.family}
     with open(args.out.with_suffix(".llama.log"), "w") as log:
         prepared = llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, [])
         records = [{**base, "engine": "llama.cpp", "scenario": "prepare", **prepared}]
-        for kind, cards in LLAMA_TYPES.items():
+        for kind, cards in chosen.llama_types.items():
             gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
             records += llama.single_stream(bin_dir, gguf, kind, cards, base)
-            records += llama.serve(bin_dir, gguf, kind, cards, CLIENTS, args.new_tokens, args.deadline, base, log)
+            records += llama.serve(
+                bin_dir, gguf, kind, cards, chosen.family, CLIENTS, args.new_tokens, args.deadline, base, log
+            )
     return records
 
 
-def main() -> int:
+def _cards(text: str) -> tuple[float, ...]:
+    return tuple(float(c) for c in text.split(","))
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with the family's model directory and cards where none are given."""
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["build", "check", "serve", "llama", "standard"])
-    parser.add_argument("--model-dir", type=Path, default=Path("/tmp/hymt-7b"))
+    parser.add_argument("--family", choices=list(STANDARDS), default=HUNYUAN_MT_7B.key, help="which model's size")
+    parser.add_argument("--model-dir", type=Path, help="default: the family's (/tmp/hymt-7b, /tmp/hymt-1.8b)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "serve.json")
-    parser.add_argument("--cards", default="12,24,8,16")
+    parser.add_argument("--cards", type=_cards, help="default: the family's (12,24,8,16 for the 7B; 4,6,8)")
     parser.add_argument("--card", type=float, default=24)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--identity", action="store_true")
@@ -86,22 +97,35 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=540, help="standard: no phase starts after this")
     parser.add_argument("--startup-timeout", type=float, default=420)
     parser.add_argument("--document-timeout", type=float, default=420)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    chosen = STANDARDS[args.family]
+    args.model_dir = args.model_dir or chosen.model_dir
+    args.cards = args.cards or chosen.cards
+    return args
+
+
+def main() -> int:
+    args = arguments()
+    chosen = STANDARDS[args.family]
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command == "build":
-        print(json.dumps(build(args.model_dir)), flush=True)
+        print(json.dumps(build(args.model_dir, chosen.family)), flush=True)
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.command == "check":
-        result = {"environment": environment(), **check(args.model_dir, args.card, args.profile, args.identity)}
+        result = {
+            "environment": environment(),
+            "family": args.family,
+            **check(args.model_dir, args.card, args.profile, args.identity),
+        }
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result), flush=True)
         return 0
     if args.command == "standard":
-        standard(args)
+        standard(args, chosen)
         return 0
     if args.command == "llama":
-        records = llama_cpp(args, args.run)
+        records = llama_cpp(args, chosen)
         args.out.write_text(
             json.dumps({"environment": environment(), "new_tokens": args.new_tokens, "records": records}, indent=2)
             + "\n"
@@ -111,7 +135,7 @@ def main() -> int:
         return 0
     results = {"environment": environment(), "new_tokens": args.new_tokens, "records": []}
     with open(args.out.with_suffix(".log"), "w") as log:
-        for card in (float(c) for c in args.cards.split(",")):
+        for card in args.cards:
             for engine in args.engines.split(","):
                 for record in serve_engine(engine, args.model_dir, card, args, log):
                     results["records"].append(record)

@@ -77,7 +77,7 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
     env = _engine_env(card, args.new_tokens)
     port = 8100 + int(os.environ.get("CUDA_VISIBLE_DEVICES", "0") or 0)
     url = f"http://127.0.0.1:{port}"
-    base = {"run": args.run, "card_gb": card, "engine": ENGINE_NAMES[engine]}
+    base = {"run": args.run, "family": args.family, "card_gb": card, "engine": ENGINE_NAMES[engine]}
     started = time.perf_counter()
     process = subprocess.Popen(
         _server(engine, model_dir, card, port, args.new_tokens, env), env=env, stdout=log, stderr=subprocess.STDOUT
@@ -198,7 +198,14 @@ def single_stream(model_dir: Path, card: float, args, log) -> dict:
     """hymt's engine in-process, one segment decoding (bench/profile_step.py, which profiles the step too)."""
     out = args.out.parent / f"profile-{card:g}gb.json"
     env = {**os.environ, "PYTHONPATH": _pythonpath(), "TOKENIZERS_PARALLELISM": "false"}
-    head = {"run": args.run, "engine": "hymt", "scenario": "single_stream", "card_gb": card, "clients": 1}
+    head = {
+        "run": args.run,
+        "family": args.family,
+        "engine": "hymt",
+        "scenario": "single_stream",
+        "card_gb": card,
+        "clients": 1,
+    }
     try:
         proc = subprocess.run(
             [
