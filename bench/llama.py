@@ -2,15 +2,17 @@
 `llama-bench`'s single stream beside the engine's own.
 
 The binaries (built for sm_90 on the GPU machine) and the converter come from `../shared/anchors/llama-cpp/`,
-copied into the folder named by `--pack` (`bench/llama-pack.sh` does it; the folder travels to the GPU machine):
+copied into the folder named by `--llama-pack` (`bench/carry.sh` does it; the folder travels to the GPU machine):
 `llama-bin-sm90.tar.xz.part*`, `llama-convert.tar.xz` (convert_hf_to_gguf.py, conversion/, gguf-py/) and
 `to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M; which cards each type stands for is the
-caller's (bench/standard.py: for the 7B, Q4_K_M, the type a person with an 8-16 GB card runs, and BF16 for 24 GB).
+caller's (bench/standard.py: for the 7B, Q4_K_M, the type a person with an 8-16 GB card runs, and BF16 for 24 GB;
+for the 1.8B, Q4_K_M for 4 GB and BF16 for 6 and 8 GB).
 
 Fair settings for the same work as hymt's: 64 slots of 512 tokens (`-np 64 -c 32768`), flash attention, every
 layer on the GPU, the official sampling, `max_tokens` as hymt's output budget with `ignore_eos` (random weights
-never stop). On a real 8 GB card Q4_K_M's 4.9 GB of weights fit, but 64 slots' 4 GB of f16 KV do not: its 64-client
-figure stands for the 12 and 16 GB cards, and flatters it on 8 GB.
+never stop). On a real 8 GB card the 7B's Q4_K_M (4.9 GB of weights) fits, but 64 slots' 4 GB of f16 KV do not: its
+64-client figure stands for the 12 and 16 GB cards, and flatters it on 8 GB. The 1.8B's 64 slots hold 2 GiB, about
+what is left beside its weights on the 4 and 6 GB cards: the records' peak GPU memory says.
 """
 
 from __future__ import annotations
