@@ -218,8 +218,8 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
 
 
 def name_checkpoint(directory: Path, family: Family) -> None:
-    """Records the model's hub id in the saved config, where transformers records it for a checkpoint loaded from
-    the hub and hymt.family reads it: each model's hub repository is tencent/ and its own name."""
+    """Records the model's hub id as `_name_or_path` in the saved config, where hymt.family looks for it
+    (transformers 5.23 does not write it on saving): each model's hub repository is tencent/ and its own name."""
     config_path = directory / "config.json"
     saved = json.loads(config_path.read_text())
     config_path.write_text(json.dumps({"_name_or_path": f"tencent/{family.name}", **saved}, indent=2) + "\n")
