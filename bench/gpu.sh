@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The standard benchmark on the GPU machine (one H200, under 10 minutes): the carried wheels installed beside the
 # machine's torch, then `bench/run.py standard` into OUT_DIR (results, profiles, the servers' log), then its table.
+# Arguments after OUT_DIR go to `bench/run.py standard` (`--family hy-mt2-1.8b`: the 1.8B on 4, 6 and 8 GB cards).
 #
 #   bash bench/carry.sh                                   # here, once: .whl/ and .llama/
 #   bash bench/gpu.sh "$OUT"                              # there, with carry [".whl", ".llama"]
+#   bash bench/gpu.sh "$OUT" --family hy-mt2-1.8b         # the same for the 1.8B
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bench/gpu.sh OUT_DIR}
+out=${1:?usage: bench/gpu.sh OUT_DIR [bench/run.py standard arguments]}
+shift
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site
 # A server that cannot import fails each card in seconds and the run measures nothing of hymt: stop before it.
 PYTHONPATH=app:/tmp/site python3 -c "import hymt.api.server, hymt.engine.weights, humming, bitsandbytes"
 mkdir -p "$out"
-timeout 570 python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-400}"
+timeout 570 python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-400}" "$@"
 python3 bench/report.py "$out" || true

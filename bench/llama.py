@@ -2,15 +2,17 @@
 `llama-bench`'s single stream beside the engine's own.
 
 The binaries (built for sm_90 on the GPU machine) and the converter come from `../shared/anchors/llama-cpp/`,
-copied into the folder named by `--pack` (`bench/llama-pack.sh` does it; the folder travels to the GPU machine):
+copied into the folder named by `--llama-pack` (`bench/carry.sh` does it; the folder travels to the GPU machine):
 `llama-bin-sm90.tar.xz.part*`, `llama-convert.tar.xz` (convert_hf_to_gguf.py, conversion/, gguf-py/) and
-`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M, the type a person with an 8-16 GB
-card runs; BF16 stands for the 24 GB card.
+`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M; which cards each type stands for is the
+caller's (bench/standard.py: for the 7B, Q4_K_M, the type a person with an 8-16 GB card runs, and BF16 for 24 GB;
+for the 1.8B, Q4_K_M for 4 GB and BF16 for 6 and 8 GB).
 
 Fair settings for the same work as hymt's: 64 slots of 512 tokens (`-np 64 -c 32768`), flash attention, every
 layer on the GPU, the official sampling, `max_tokens` as hymt's output budget with `ignore_eos` (random weights
-never stop). On a real 8 GB card Q4_K_M's 4.9 GB of weights fit, but 64 slots' 4 GB of f16 KV do not: its 64-client
-figure stands for the 12 and 16 GB cards, and flatters it on 8 GB.
+never stop). On a real 8 GB card the 7B's Q4_K_M (4.9 GB of weights) fits, but 64 slots' 4 GB of f16 KV do not: its
+64-client figure stands for the 12 and 16 GB cards, and flatters it on 8 GB. The 1.8B's 64 slots hold 2 GiB, about
+what is left beside its weights on the 4 and 6 GB cards: the records' peak GPU memory says.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from load import OpenAIChat, Watcher, run_clients, stop, wait_healthy
 
-# The GGUF type and the cards it stands for.
-TYPES = {"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)}
+if TYPE_CHECKING:
+    from hymt.family import Family
 
 
 def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> dict:
@@ -79,7 +82,7 @@ def _env(bin_dir: Path) -> dict:
     }
 
 
-def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict]:
+def single_stream(bin_dir: Path, gguf: Path, kind: str, cards: tuple[float, ...], base: dict) -> list[dict]:
     """`llama-bench` tg128 (and pp64): decoding tok/s of one stream in-process, one record per card it stands for."""
     proc = subprocess.run(
         [
@@ -117,7 +120,7 @@ def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict
                 "card_gb": card,
                 "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300],
             }
-            for card in TYPES[kind]
+            for card in cards
         ]
     return [
         {
@@ -133,7 +136,7 @@ def single_stream(bin_dir: Path, gguf: Path, kind: str, base: dict) -> list[dict
             "p95_s": None,
             "oom_events": 0,
         }
-        for card in TYPES[kind]
+        for card in cards
     ]
 
 
@@ -141,6 +144,8 @@ def serve(
     bin_dir: Path,
     gguf: Path,
     kind: str,
+    cards: tuple[float, ...],
+    family: Family,
     clients: tuple,
     new_tokens: int,
     deadline: float,
@@ -148,7 +153,8 @@ def serve(
     log,
     port: int = 8001,
 ) -> list[dict]:
-    """`llama-server` under 1, 16 and 64 HTTP clients; each record once per card the GGUF type stands for."""
+    """`llama-server` under 1, 16 and 64 HTTP clients, each sentence in the family's official prompt; each record
+    once per card the GGUF type stands for."""
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -180,7 +186,7 @@ def serve(
             wait_healthy(url, process, 180)
         head["startup_s"] = round(time.perf_counter() - started, 1)
         peak = watcher.peak_gb
-        target = OpenAIChat(url, new_tokens)
+        target = OpenAIChat(url, new_tokens, family)
         for count, per_client in clients:
             with Watcher(url, process.pid) as watcher:
                 record = run_clients(target, count, per_client, deadline)
@@ -190,4 +196,4 @@ def serve(
         records.append({**head, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
     finally:
         stop(process, 20)
-    return [{**r, "card_gb": card} for r in records for card in TYPES[kind]]
+    return [{**r, "card_gb": card} for r in records for card in cards]

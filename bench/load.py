@@ -13,8 +13,12 @@ import re
 import subprocess
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from hymt.family import Family
 
 # Realistic sentences (8 to 45 words), mixed languages, with their source and a target.
 SENTENCES = [
@@ -121,16 +125,16 @@ class Hymt:
 
 class OpenAIChat:
     """llama.cpp's `llama-server` through `/v1/chat/completions`: the same official prompt hymt builds for the
-    sentence (the GGUF carries the same chat template), the official sampling, `max_tokens` as hymt's output
-    budget and `ignore_eos` (random weights never stop, as hymt's segments run to their budget); tokens from
-    each answer's `usage`."""
+    sentence with the family's prompts (the GGUF carries the same chat template), the official sampling,
+    `max_tokens` as hymt's output budget and `ignore_eos` (random weights never stop, as hymt's segments run to
+    their budget); tokens from each answer's `usage`."""
 
-    def __init__(self, url: str, max_tokens: int):
+    def __init__(self, url: str, max_tokens: int, family: Family):
         from hymt.languages import resolve
         from hymt.prompts import user_message
 
         self.url, self.max_tokens = url, max_tokens
-        self._message = lambda text, source, target: user_message(resolve(source), resolve(target), text)
+        self._message = lambda text, source, target: user_message(resolve(source), resolve(target), text, family)
         self._tokens = 0
         self._lock = threading.Lock()
 

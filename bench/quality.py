@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import SENTENCES, Watcher, stop, wait_healthy  # noqa: E402  # noqa: E402
-from run import _engine_env, _pythonpath, hymt_serve  # noqa: E402
+from serving import _engine_env, _pythonpath, hymt_serve  # noqa: E402
 
 
 def _env(args, card: float | None) -> dict:

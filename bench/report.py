@@ -1,6 +1,8 @@
-"""The standard run's records as one markdown table and one chart.
+"""The standard run's records as one markdown table and one chart, for whichever model and cards the run measured:
+the cards, and the card each llama.cpp GGUF type stands for, are read from the records.
 
 python bench/report.py bench/results        # reads standard.json, writes table.md and chart.png
+python bench/report.py bench/results/small  # the 1.8B's
 """
 
 from __future__ import annotations
@@ -43,13 +45,35 @@ def _ratio(ours: dict | None, theirs: dict | None) -> str:
     return f"{ours['tok_s'] / theirs['tok_s']:.2f}x" if ours and theirs and theirs.get("tok_s") else "–"
 
 
+def _listed(cards: list[float]) -> str:
+    """8, 12 and 16 GB."""
+    names = [f"{c:g}" for c in sorted(cards)]
+    return (", ".join(names[:-1]) + " and " if len(names) > 1 else "") + names[-1] + " GB"
+
+
+def _stands_for(records: list[dict]) -> str:
+    """Which cards each llama.cpp GGUF type stood for in the run: "Q4_K_M stands for 8, 12 and 16 GB, BF16 for
+    24 GB"."""
+    cards: dict[str, set[float]] = {}
+    for r in records:
+        if r.get("engine") == "llama.cpp" and r.get("profile") and "card_gb" in r:
+            cards.setdefault(r["profile"], set()).add(r["card_gb"])
+    kinds = sorted(cards, key=lambda kind: min(cards[kind]))
+    return ", ".join(
+        f"{kind} {'stands ' if i == 0 else ''}for {_listed(list(cards[kind]))}" for i, kind in enumerate(kinds)
+    )
+
+
 def table(results: dict) -> str:
     records, env = results["records"], results["environment"]
     cards = sorted({r["card_gb"] for r in records if r.get("scenario") == "clients" and "card_gb" in r})
+    stands_for = _stands_for(records)
     lines = [
+        # A run from before the 1.8B's names no model: it is the 7B's.
         f"Run {results.get('run')} on {env.get('gpu')} ({env.get('date')}; torch {env.get('torch')}, "
-        f"transformers {env.get('transformers')}), random weights of the real 7B shape, every answer "
-        f"{results['new_tokens']} tokens, the official sampling; hymt through `/translate` with `source: auto`, "
+        f"transformers {env.get('transformers')}), random weights of the real {results.get('model', '7B')} shape, "
+        f"every answer {results['new_tokens']} tokens, the official sampling; hymt through `/translate` with "
+        "`source: auto`, "
         "llama.cpp's `llama-server` through `/v1/chat/completions` with the same prompt. tok/s: generated tokens "
         "per second over all clients (p50, p95: seconds per request). Single stream: one segment, decoding "
         "alone (hymt's engine in-process, greedy: its decoding steps over their wall time; `llama-bench` "
@@ -74,7 +98,7 @@ def table(results: dict) -> str:
             )
     lines += [
         "",
-        "hymt against llama.cpp on the same card, in the same run (Q4_K_M stands for 8-16 GB, BF16 for 24 GB):",
+        "hymt against llama.cpp on the same card, in the same run" + (f" ({stands_for}):" if stands_for else ":"),
         "",
         "| card | 1 client | 64 clients | single stream |",
         "|---|---|---|---|",

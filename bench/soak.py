@@ -29,8 +29,9 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))  # the package measured is this checkout's
 from load import SENTENCES, percentile, stop, wait_healthy  # the benchmark's own sentences and percentiles
-from run import _pythonpath, hymt_serve
+from serving import _pythonpath, hymt_serve
 
 MIB = 2**20
 

@@ -21,7 +21,7 @@ from .chat import (
     SMALL_VOCAB_SIZE,
     ChatFormat,
 )
-from .family import FAMILIES, HUNYUAN_MT_7B
+from .family import FAMILIES, HUNYUAN_MT_7B, Family
 from .languages import LANGUAGES
 from .prompts import XX_TEMPLATE, ZH_TEMPLATE
 
@@ -70,7 +70,9 @@ def _seven_b() -> Vocabulary:
 def _small() -> Vocabulary:
     """The 1.8B vocabulary. bos 120000, pad 120002 and the stop token at 120020 are the published config's ids; the
     other tokens' ids, and the pad and end-of-sentence tokens' names, are not published: they are placed here in
-    the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad)."""
+    the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad). The
+    config's eod is the stop token: llama.cpp's converter writes eod_token_id as the GGUF's eos, and left out it
+    is transformers' default, 3."""
     special = {
         SMALL_BOS: 120000,
         "<｜hy_end▁of▁sentence｜>": 120001,
@@ -89,7 +91,15 @@ def _small() -> Vocabulary:
         }
     )
     return Vocabulary(
-        SMALL_CHAT, SMALL_VOCAB_SIZE, 120000, special, bos_id=120000, eos_id=120020, pad_id=120002, tied_embeddings=True
+        SMALL_CHAT,
+        SMALL_VOCAB_SIZE,
+        120000,
+        special,
+        bos_id=120000,
+        eos_id=120020,
+        pad_id=120002,
+        tied_embeddings=True,
+        config={"eod_token_id": 120020},
     )
 
 
@@ -201,12 +211,18 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
         repetition_penalty=1.05,
     )
     model.save_pretrained(out)
-    config_path = out / "config.json"  # each model's hub repository is tencent/ and its own name
-    saved = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{chosen.name}", **saved}, indent=2) + "\n")
+    name_checkpoint(out, chosen)
     build_tokenizer(vocabulary).save_pretrained(out)
     _readable_by_all(out)
     return out
+
+
+def name_checkpoint(directory: Path, family: Family) -> None:
+    """Records the model's hub id as `_name_or_path` in the saved config, where hymt.family looks for it
+    (transformers 5.23 does not write it on saving): each model's hub repository is tencent/ and its own name."""
+    config_path = directory / "config.json"
+    saved = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({"_name_or_path": f"tencent/{family.name}", **saved}, indent=2) + "\n")
 
 
 def _readable_by_all(directory: Path) -> None:

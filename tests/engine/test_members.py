@@ -4,6 +4,7 @@ stop token and template, the prompt the engine sends is the member's official on
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -104,6 +105,13 @@ def test_the_members_stop_token_ends_a_segment(family_model, tmp_path, key):
         assert generated(engine, job.sequences[0].prompt_ids, 12) == []
     finally:
         engine.stop()
+
+
+def test_the_small_models_eod_is_its_stop_token(family_model):
+    """llama.cpp's converter writes the config's eod_token_id as the GGUF's eos: the 1.8B's must be its stop token,
+    not transformers' default (3)."""
+    config = json.loads((family_model(HY_MT2_1_8B.key) / "config.json").read_text())
+    assert config["eod_token_id"] == STOP_IDS["1.8b"]
 
 
 def test_style_and_background_go_into_the_prompt_or_are_refused(family_model):

@@ -1,0 +1,138 @@
+"""`bench/run.py check`: the engine in-process on the benchmark's checkpoint: greedy tokens and logits against
+transformers on the same weights, and decoding speed by batch size.
+
+    python bench/run.py check --card 24 --identity --out bench/results/check.json
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from load import SENTENCES
+
+GIB = 1024**3
+
+
+def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
+    import torch
+
+    from hymt.engine.startup import start
+    from hymt.languages import resolve
+    from hymt.planner.decide import decision_for
+    from hymt.planner.gpu import apply_memory_cap
+    from hymt.prompts import Sampling
+    from hymt.settings import Settings
+
+    settings = Settings(
+        model=str(model_dir),
+        gpu_memory_gb=card,
+        profile=profile,
+        max_new_tokens=64,
+        compile_cache_dir="/tmp/hymt-compile",
+    )
+    decision = decision_for(settings)
+    apply_memory_cap(card)
+    phases = []
+    began = time.perf_counter()
+    engine = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))
+    record = {
+        "card_gb": card,
+        "profile": engine.decision.profile,
+        "attention": engine.attention,
+        "kv_cache_tokens": engine.decision.kv_cache_tokens,
+        "max_in_flight": engine.scheduler.max_in_flight,
+        "phases": phases,
+        "startup_s": round(engine.startup.total_s, 1),
+        "load_s": round(engine.startup.load_s, 1),
+        "graphs_s": round(engine.startup.graphs_s, 1),
+        "warmup": engine.startup.warmup,
+        "steps": engine.startup.steps,
+    }
+    greedy = Sampling(greedy=True)
+    model = engine.runner.loaded.model
+    if identity:
+        # Greedy tokens against `generate` on the same weights; bf16 kernels differ, so count the shared prefix.
+        matches = []
+        for text, source, target in SENTENCES[:4]:
+            job = engine.submit([(text, resolve(source))], resolve(target), greedy)
+            job.wait(600)
+            seq = job.sequences[0]
+            ids = torch.tensor([seq.prompt_ids], device=engine.runner.device)
+            with torch.inference_mode():
+                out = model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=seq.max_new_tokens,
+                    do_sample=False,
+                    repetition_penalty=1.05,
+                    eos_token_id=engine.runner.loaded.stop_ids,
+                    pad_token_id=engine.runner.loaded.pad_id,
+                )
+            reference = out[0, ids.shape[1] :].tolist()
+            same = next(
+                (i for i, (a, b) in enumerate(zip(reference, seq.output_ids)) if a != b),
+                min(len(reference), len(seq.output_ids)),
+            )
+            matches.append({"tokens": len(seq.output_ids), "same_prefix": same, "prompt_ids": seq.prompt_ids})
+        record["greedy_vs_generate"] = matches
+        record["logits_vs_transformers"] = compare_logits(engine, [m["prompt_ids"] for m in matches])
+        for m in matches:
+            del m["prompt_ids"]
+    speeds = {}
+    for rows in sorted({1, 16, 64, engine.scheduler.max_in_flight}):
+        items = [(SENTENCES[i % len(SENTENCES)][0], resolve(SENTENCES[i % len(SENTENCES)][1])) for i in range(rows)]
+        before = dict(engine.runner.stats.steps), engine.runner.stats.step_s["decode"]
+        t0 = time.perf_counter()
+        jobs = [engine.submit([item], resolve("de"), greedy, min_new_tokens=64) for item in items]
+        for job in jobs:
+            job.wait(600)
+        elapsed = time.perf_counter() - t0
+        steps = engine.runner.stats.steps["decode"] - before[0]["decode"]
+        speeds[rows] = {
+            "tok_s": round(sum(j.tokens_out for j in jobs) / elapsed, 1),
+            "ms_per_decode_step": round((engine.runner.stats.step_s["decode"] - before[1]) * 1000 / max(1, steps), 2),
+        }
+    record["speed_by_rows"] = speeds
+    record["oom_events"] = engine.runner.stats.oom_events
+    record["peak_reserved_gb"] = round(torch.cuda.max_memory_reserved() / GIB, 2) if torch.cuda.is_available() else 0
+    engine.stop()
+    return record
+
+
+def compare_logits(engine, prompts: list[list[int]]) -> list[dict]:
+    """Next-token logits of each prompt from the engine's forward (its attention kernel, compiled pieces and KV
+    arena) against transformers' own forward on the same weights: relative error and whether the top token
+    agrees. On random weights the logits are nearly flat, so greedy tokens part at the first bf16 rounding
+    difference; the logits show whether the two compute the same function."""
+    import torch
+
+    from hymt.engine.model import Batch
+
+    runner = engine.runner
+    results = []
+    for ids in prompts:
+        n, device = len(ids), runner.device
+        batch = Batch(
+            input_ids=torch.tensor(ids, device=device),
+            positions=torch.arange(n, device=device),
+            write_index=torch.arange(1, n + 1, device=device),
+            query_starts=torch.tensor([0, n], dtype=torch.int32, device=device),
+            kv_starts=torch.tensor([1, 0], dtype=torch.int32, device=device),
+            kv_lengths=torch.tensor([n], dtype=torch.int32, device=device),
+            logits_index=torch.tensor([n - 1], device=device),
+            max_query=n,
+            max_kv=n,
+            spans=[(0, n, 1, n)],
+        )
+        ours = runner.decoder.forward(batch)[0].float()
+        with torch.inference_mode():
+            theirs = runner.loaded.model(torch.tensor([ids], device=device)).logits[0, -1].float()
+        results.append(
+            {
+                "relative_error": round(((ours - theirs).norm() / theirs.norm()).item(), 5),
+                "cosine": round(torch.nn.functional.cosine_similarity(ours, theirs, dim=0).item(), 6),
+                "same_top1": bool(ours.argmax() == theirs.argmax()),
+            }
+        )
+    return results

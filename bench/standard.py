@@ -1,0 +1,152 @@
+"""The standard run, one H200 and one command: hymt on each card over HTTP, then llama.cpp on the same weights,
+then hymt's single streams, for one model's size (`--family`: the 7B by default, or the 1.8B); and the environment
+every result file records.
+
+    python bench/run.py standard --out bench/results/standard.json
+    python bench/run.py standard --family hy-mt2-1.8b --out bench/results/small/standard.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama
+from checkpoints import build
+from hymt.family import HUNYUAN_MT_7B, HY_MT2_1_8B, Family
+from serving import CLIENTS, serve_engine, single_stream
+
+
+@dataclass(frozen=True)
+class Standard:
+    """What the standard run measures for one model: the simulated cards hymt is served on (in this order), the
+    cards of its single stream in-process, and the cards each of llama.cpp's GGUF types stands for."""
+
+    family: Family
+    model_dir: Path  # where its checkpoint is built when missing
+    cards: tuple[float, ...]
+    single_stream_cards: tuple[float, ...]
+    llama_types: Mapping[str, tuple[float, ...]]
+
+
+STANDARDS = {
+    s.family.key: s
+    for s in (
+        # A person with an 8-16 GB card runs Q4_K_M; hymt's single stream on its int4 and bf16 profiles.
+        Standard(
+            HUNYUAN_MT_7B,
+            Path("/tmp/hymt-7b"),
+            cards=(12.0, 24.0, 8.0, 16.0),
+            single_stream_cards=(12.0, 24.0),
+            llama_types={"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)},
+        ),
+        # The cards a 7B does not fit: Q4_K_M on 4 GB, BF16 on 6 and 8 GB; hymt's single stream on int4-int8kv
+        # (4 GB) and bf16 (8 GB).
+        Standard(
+            HY_MT2_1_8B,
+            Path("/tmp/hymt-1.8b"),
+            cards=(4.0, 6.0, 8.0),
+            single_stream_cards=(4.0, 8.0),
+            llama_types={"Q4_K_M": (4.0,), "BF16": (6.0, 8.0)},
+        ),
+    )
+}
+
+
+def environment() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import torch
+    import transformers
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "bitsandbytes": installed("bitsandbytes"),
+        "torchao": installed("torchao"),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+
+
+def standard(args, chosen: Standard) -> dict:
+    """The standard run, one H200 and one command: hymt on `args.cards` (HTTP clients), then llama.cpp on the same
+    weights, then hymt's single streams. llama.cpp's conversion (CPU work, minutes) runs meanwhile on cores of its
+    own, so that it neither waits nor slows hymt's host work. A phase that would start after `--budget-s` is
+    recorded as skipped. Every record names the run and the family."""
+    began = time.monotonic()
+    head = {"run": args.run, "family": args.family}
+    results = {
+        "environment": environment(),
+        "model": chosen.family.name,
+        "new_tokens": args.new_tokens,
+        "run": args.run,
+        "records": [],
+    }
+
+    def add(records: list[dict]) -> None:
+        results["records"] += records
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        for record in records:
+            print(json.dumps(record), flush=True)
+
+    def due(what: str, grace: float = 0) -> bool:
+        if time.monotonic() - began < args.budget_s + grace:
+            return True
+        add([{**head, "scenario": "skipped", "what": what, "error": "out of the run's time"}])
+        return False
+
+    if not (args.model_dir / "config.json").is_file():
+        add([{**head, "scenario": "build", **build(args.model_dir, chosen.family)}])
+    cores = sorted(os.sched_getaffinity(0))
+    half = cores[len(cores) // 2 :] if len(cores) >= 8 else []
+    prepared: dict = {}
+    log = open(args.out.with_suffix(".log"), "w")
+
+    def prepare() -> None:
+        try:
+            prepared.update(llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, half))
+        except Exception as exc:  # noqa: BLE001 - reported as a record
+            prepared["error"] = f"{type(exc).__name__}: {exc}"[:400]
+
+    converting = threading.Thread(target=prepare)
+    converting.start()
+    if half:
+        os.sched_setaffinity(0, cores[: len(cores) // 2])  # hymt's servers inherit the other half
+    for card in args.cards:
+        if due(f"hymt {card:g} GB"):
+            add(serve_engine("hymt", args.model_dir, card, args, log))
+    converting.join()
+    os.sched_setaffinity(0, cores)
+    add([{**head, "engine": "llama.cpp", "scenario": "prepare", **prepared}])
+    if "error" not in prepared:
+        for kind, cards in chosen.llama_types.items():  # llama.cpp starts in seconds: a grace the slower phases lack
+            gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
+            if due(f"llama.cpp {kind}", grace=args.budget_s / 4):
+                add(llama.single_stream(bin_dir, gguf, kind, cards, head))
+                add(
+                    llama.serve(
+                        bin_dir, gguf, kind, cards, chosen.family, CLIENTS, args.new_tokens, args.deadline, head, log
+                    )
+                )
+    for card in chosen.single_stream_cards:
+        if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
+            add([single_stream(args.model_dir, card, args, log)])
+    results["seconds"] = round(time.monotonic() - began, 1)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    log.close()
+    return results
