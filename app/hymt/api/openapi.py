@@ -8,29 +8,9 @@ from typing import Any
 
 from .. import __version__
 from ..documents import FORMATS, media_types
-from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
-from ..languages import ALIASES, LANGUAGES
 from ..planner.tiers import TIERS_BY_NAME
 from ..settings import Settings
-from .alternatives import ALTERNATIVES_LIMIT
-from .openai_compat import MODEL_NAME, ROLES
-from .parsing import MAX_STYLE_CHARS
-
-# At least one character that is not white space, as str.strip counts it: spelled out, because regular expression
-# engines disagree on \s (ECMA's leaves out U+001C-U+001F and U+0085, and adds U+FEFF).
-NONBLANK = r"[^\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
-
-
-def language_codes() -> list[str]:
-    """Every spelling of a language the API accepts: the codes, their aliases, and aliases with a region in
-    BCP 47's case (zh-CN, pt-BR)."""
-    codes = [lang.code for lang in LANGUAGES]
-    for alias in ALIASES:
-        head, _, rest = alias.partition("-")
-        codes.append(alias)
-        if len(rest) == 2:
-            codes.append(f"{head}-{rest.upper()}")
-    return list(dict.fromkeys(codes))
+from .schemas import json_object, request_bodies
 
 
 def _error(schema: str, description: str, retry_after: bool = False) -> dict:
@@ -79,204 +59,13 @@ def _json_body(schema: dict) -> dict:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
-def _object(properties: dict, required: list[str], **extra) -> dict:
-    return {"type": "object", "properties": properties, "required": required, **extra}
-
-
-def _instructions(settings: Settings, offered: frozenset[str]) -> tuple[dict, dict]:
-    """`style` and `background` in a JSON body and in a form: text where the model served has an official prompt
-    for them, else only null (JSON) or nothing (a form), since the server refuses any text with a 422."""
-    limits = {"style": MAX_STYLE_CHARS, "background": settings.max_chars}
-    says = {
-        "style": "the translation's style, e.g. formal or marketing (Hy-MT2's style prompt)",
-        "background": "background information the translation takes into account (Hy-MT2's background "
-        "prompt; HY-MT1.5's contextual-translation prompt)",
-    }
-    json_fields, form_fields = {}, {}
-    for name, limit in limits.items():
-        if name in offered:
-            text = {
-                "maxLength": limit,
-                "pattern": NONBLANK,
-                "description": says[name]
-                + ("; a segment with glossary terms gets the terminology prompt instead" if name == "style" else ""),
-            }
-            json_fields[name], form_fields[name] = {"type": ["string", "null"], **text}, {"type": "string", **text}
-        else:
-            unavailable = f"{says[name]}: not offered by the model served (422)"
-            json_fields[name], form_fields[name] = (
-                {"type": "null", "description": unavailable},
-                {"not": {}, "description": unavailable},
-            )
-    return json_fields, form_fields
-
-
 def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] = frozenset()) -> dict:
     """The document for these settings; `best`: whether quality best is available (known once the server is up:
     it needs a fusion model that fits beside the translation model); `offered`: which of style and background the
     model served has official prompts for (known once it is loaded)."""
     keys = bool(settings.api_keys)
-    codes = language_codes()
-    text = {"type": "string", "maxLength": settings.max_chars, "pattern": NONBLANK}
-    any_text = {"type": "string", "maxLength": settings.max_chars}
-    texts = {
-        "anyOf": [
-            text,
-            {"type": "array", "items": any_text, "minItems": 1, "maxItems": settings.max_texts, "contains": text},
-        ],
-        "description": f"a text, or a list of up to {settings.max_texts} (at least one not blank); "
-        f"{settings.max_chars} characters each at most",
-    }
-    target = {"type": "string", "enum": codes, "description": "language code (see /languages) or alias"}
-    source = {"type": "string", "enum": ["auto", *codes], "default": "auto"}
-    api_key = {
-        "type": ["string", "null"],
-        "description": "when the server requires keys (or send Authorization: Bearer); null: no key",
-    }
-    api_key_form = {**api_key, "type": "string"}
-    term = {"type": "string", "maxLength": MAX_TERM_CHARS, "pattern": NONBLANK}
-    quality_fields = {
-        "glossary": {
-            "type": ["array", "null"],
-            "maxItems": MAX_REQUEST_TERMS,
-            "items": _object({"source": term, "target": term}, ["source", "target"], additionalProperties=False),
-            "description": (
-                "terms to translate a fixed way: only those occurring in a segment go into its prompt; each is checked "
-                "in the translation, a miss is retried once with stronger guidance and reported in the answer's "
-                "`glossary`. Added to the server's glossaries (HYMT_GLOSSARIES)"
-            ),
-        },
-        "context": {
-            "type": "boolean",
-            "default": True,
-            "description": (
-                "translate each segment of a text with its preceding segments as context (HY-MT1.5-7B's context "
-                "prompt; models without one ignore it)"
-            ),
-        },
-        "quality": {
-            "type": "string",
-            "enum": ["standard", "best"] if best else ["standard"],
-            "default": "standard",
-            "description": "best: six candidate translations under varied decoding settings, fused into "
-            "one by Hunyuan-MT-Chimera-7B (about seven times the work); offered only where "
-            "the server has a fusion model (/health's quality)",
-        },
-    }
-    instructions, instructions_form = _instructions(settings, offered)
-    quality_fields.update(instructions)
-    # No official prompt gives both: a body with both as text is refused (422).
-    one_instruction = (
-        {
-            "not": {
-                "required": ["style", "background"],
-                "properties": {"style": {"type": "string"}, "background": {"type": "string"}},
-            }
-        }
-        if {"style", "background"} <= offered
-        else {}
-    )
-    # In a form every value is text: context "true" or "false". A form's glossary is a JSON string of the list,
-    # which a schema cannot describe exactly, so it is said in words only.
-    quality_form = {
-        "context": {"type": "string", "enum": ["true", "false"]},
-        "quality": quality_fields["quality"],
-        **instructions_form,
-    }
-    translate = _object(
-        {
-            "q": texts,
-            "source": source,
-            "target": target,
-            "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
-            "alternatives": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": ALTERNATIVES_LIMIT,
-                "description": "distinct other translations per text, best first "
-                "(sampled side by side; format text or html)",
-            },
-            "api_key": api_key,
-            **quality_fields,
-        },
-        ["q", "target"],
-        **one_instruction,
-    )
-    # In a form every value is text: a list is the field repeated, a number its digits.
-    translate_form = _object(
-        {
-            **{k: v for k, v in translate["properties"].items() if k != "glossary"},
-            **quality_form,
-            "api_key": api_key_form,
-            "alternatives": {"type": "string", "pattern": f"^0*[0-{ALTERNATIVES_LIMIT}]$"},
-        },
-        ["q", "target"],
-        description="a form; glossary may be sent as a JSON string of the list",
-        **one_instruction,
-    )
-    form_content = {
-        "application/x-www-form-urlencoded": {"schema": translate_form},
-        "multipart/form-data": {"schema": translate_form},
-    }
-    detect = _object({"q": texts, "api_key": api_key}, ["q"])
-    detect_in_form = _object({"q": texts, "api_key": api_key_form}, ["q"])
-    detect_form = {
-        "application/x-www-form-urlencoded": {"schema": detect_in_form},
-        "multipart/form-data": {"schema": detect_in_form},
-    }
-    page = _object(
-        {
-            "text": text,
-            "source": source,
-            "target": target,
-            "stream": {"type": "boolean"},
-            "greedy": {"type": "boolean"},
-            **quality_fields,
-        },
-        ["text", "target"],
-        **one_instruction,
-    )
-    part = _object({"type": {"type": "string", "const": "text"}, "text": any_text}, ["type", "text"])
-    content = {"anyOf": [any_text, {"type": "array", "items": part, "maxItems": settings.max_texts}]}
-    message = _object({"role": {"type": "string", "enum": list(ROLES)}, "content": content}, ["role", "content"])
-    user_text = _object(
-        {
-            "role": {"const": "user"},
-            "content": {"anyOf": [text, {"type": "array", "contains": _object({"text": text}, ["text"])}]},
-        },
-        ["role", "content"],
-    )
-    suffixed = [f"{MODEL_NAME}:{code}" for code in codes]
-    chat = _object(
-        {
-            "model": {
-                "type": "string",
-                "enum": [MODEL_NAME, *suffixed],
-                "default": MODEL_NAME,
-                "description": "hunyuan-mt:<target> names the target language",
-            },
-            "messages": {
-                "type": "array",
-                "items": message,
-                "minItems": 1,
-                "contains": user_text,
-                "description": "the last user message with text is translated",
-            },
-            "target_language": target,
-            "source_language": source,
-            "stream": {"type": "boolean"},
-            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-            "stream_options": {
-                "type": ["object", "null"],
-                "properties": {"include_usage": {"type": "boolean"}},
-                "description": "include_usage: a stream's last chunk carries the usage",
-            },
-            **quality_fields,
-        },
-        ["messages"],
-        anyOf=[{"required": ["target_language"]}, {"required": ["model"], "properties": {"model": {"enum": suffixed}}}],
-        **one_instruction,
-    )
+    bodies = request_bodies(settings, best, offered)
+    source, target, api_key_form = bodies.source, bodies.target, bodies.api_key_form
 
     def post(summary: str, body: dict, ok: dict, errors: str = "Error", quality: bool = False) -> dict:
         operation = {
@@ -292,7 +81,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         content = {"application/json": {"schema": schema}}
         if stream:
             content["text/event-stream"] = {
-                "schema": _object({"event": {"type": "string"}, "data": {"type": "string"}}, ["data"])
+                "schema": json_object({"event": {"type": "string"}, "data": {"type": "string"}}, ["data"])
             }
         return {"description": description, "content": content}
 
@@ -305,7 +94,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "required": True,
             "content": {
                 "multipart/form-data": {
-                    "schema": _object(
+                    "schema": json_object(
                         {
                             "file": {
                                 "type": "string",
@@ -345,14 +134,16 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     def get(summary: str, response: dict) -> dict:
         return {"summary": summary, "responses": {"200": response}}
 
-    detected = _object({"language": {"type": "string"}, "confidence": {"type": "number"}}, ["language", "confidence"])
+    detected = json_object(
+        {"language": {"type": "string"}, "confidence": {"type": "number"}}, ["language", "confidence"]
+    )
     languages = get(
         "The 38 languages and their targets",
         ok(
             "[{code, name, targets}]",
             {
                 "type": "array",
-                "items": _object(
+                "items": json_object(
                     {"code": {"type": "string"}, "name": {"type": "string"}, "targets": {"type": "array"}},
                     ["code", "name"],
                 ),
@@ -373,11 +164,14 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         "paths": {
             "/translate": post(
                 "Translate text (LibreTranslate API)",
-                {"required": True, "content": {"application/json": {"schema": translate}, **form_content}},
+                {
+                    "required": True,
+                    "content": {"application/json": {"schema": bodies.translate}, **bodies.translate_form},
+                },
                 ok(
                     "translatedText (and detectedLanguage when source is auto; glossary {terms_applied, "
                     "segments_with_terms, misses} when terms applied; markup_fallback_segments for format html)",
-                    _object(
+                    json_object(
                         {
                             "translatedText": {
                                 "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
@@ -394,7 +188,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             ),
             "/detect": post(
                 "Detect the language of text (LibreTranslate API)",
-                {"required": True, "content": {"application/json": {"schema": detect}, **detect_form}},
+                {"required": True, "content": {"application/json": {"schema": bodies.detect}, **bodies.detect_form}},
                 ok("[{language, confidence}] (confidence in percent)", {"type": "array", "items": detected}),
             ),
             "/languages": {"get": languages, "post": languages},
@@ -402,7 +196,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 "LibreTranslate front-end settings (limits)",
                 ok(
                     "charLimit and friends",
-                    _object(
+                    json_object(
                         {"charLimit": {"type": "integer"}, "keyRequired": {"type": "boolean"}},
                         ["charLimit", "keyRequired"],
                     ),
@@ -411,11 +205,11 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "/api/translate": post(
                 "The web page's endpoint; stream=true answers with Server-Sent Events (start, token and progress "
                 "with the partial text, done, or error)",
-                _json_body(page),
+                _json_body(bodies.page),
                 ok(
                     "JSON, or text/event-stream when stream=true (quality best: start, candidates, progress per "
                     "fused segment, done)",
-                    _object(
+                    json_object(
                         {"translatedText": {"type": "string"}, "segments": {"type": "integer"}}, ["translatedText"]
                     ),
                     stream=True,
@@ -425,11 +219,11 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "/v1/chat/completions": post(
                 "OpenAI-compatible: the last user message is translated. Target language from the model name "
                 "(hunyuan-mt:de) or the field target_language; source_language optional",
-                _json_body(chat),
+                _json_body(bodies.chat),
                 ok(
                     "chat.completion (with the extra field glossary), or chat.completion.chunk events (quality "
                     "best: one chunk)",
-                    _object(
+                    json_object(
                         {"object": {"const": "chat.completion"}, "choices": {"type": "array", "minItems": 1}},
                         ["object", "choices"],
                     ),
@@ -443,13 +237,13 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 ok(
                     "translatedFileUrl, name, segments, markup_fallback_segments, markup_segments (segments with "
                     "inline markup by how it came back: markers, strict, runs, safe_form)",
-                    _object(
+                    json_object(
                         {
                             "translatedFileUrl": {"type": "string"},
                             "name": {"type": "string"},
                             "segments": {"type": "integer"},
                             "markup_fallback_segments": {"type": "integer"},
-                            "markup_segments": _object(
+                            "markup_segments": json_object(
                                 {k: {"type": "integer"} for k in ("markers", "strict", "runs", "safe_form")},
                                 ["markers", "strict", "runs", "safe_form"],
                             ),
@@ -465,7 +259,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     "description": "text/event-stream",
                     "content": {
                         "text/event-stream": {
-                            "schema": _object(
+                            "schema": json_object(
                                 {
                                     "event": {"type": "string", "enum": ["start", "progress", "done", "error"]},
                                     "data": {"type": "string"},
@@ -499,7 +293,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 "Model names, one per target language; root: the model that runs",
                 ok(
                     "OpenAI model list",
-                    _object({"object": {"const": "list"}, "data": {"type": "array"}}, ["object", "data"]),
+                    json_object({"object": {"const": "list"}, "data": {"type": "array"}}, ["object", "data"]),
                 ),
             ),
             "/health": {
@@ -517,13 +311,13 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         },
         "components": {
             "schemas": {
-                "Error": _object(
+                "Error": json_object(
                     {"error": {"type": "string"}, "error_type": {"type": "string"}, "error_id": {"type": "string"}},
                     ["error", "error_type"],
                 ),
-                "OpenAIError": _object(
+                "OpenAIError": json_object(
                     {
-                        "error": _object(
+                        "error": json_object(
                             {"message": {"type": "string"}, "type": {"type": "string"}, "code": {"type": "string"}},
                             ["message", "type", "code"],
                         ),
@@ -531,7 +325,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     },
                     ["error"],
                 ),
-                "Health": _object(
+                "Health": json_object(
                     {
                         "status": {
                             "type": "string",
