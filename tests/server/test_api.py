@@ -219,6 +219,9 @@ def test_health_metrics_openapi_docs(server):
     spec = httpx.get(f"{server.url}/openapi.json").json()
     assert {"/translate", "/detect", "/languages", "/v1/chat/completions", "/api/translate"} <= set(spec["paths"])
     assert httpx.get(f"{server.url}/docs").status_code == 200
+    # The page and its modules are revalidated on every load, so an upgrade never mixes two versions' modules.
+    for path in ("/", "/static/main.js", "/static/style.css"):
+        assert httpx.get(f"{server.url}{path}").headers["cache-control"] == "no-cache"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from ..errors import HymtError
 from ..planner.decision import Decision
@@ -53,7 +52,7 @@ ROUTES = [
     Route("/download_file/{file_id}/{name}", files.download_file, name="download_file"),
     Route("/v1/chat/completions", openai_compat.chat_completions, methods=["POST"]),
     Route("/v1/models", openai_compat.models),
-    Mount("/static", StaticFiles(directory=page.UI_DIR), name="static"),
+    Mount("/static", page.Assets(directory=page.UI_DIR), name="static"),
 ]
 
 

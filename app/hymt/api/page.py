@@ -6,6 +6,8 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from ..prompts import Sampling
 from . import parsing, preamble, sse
@@ -87,6 +89,16 @@ async def _best_stream(service: Service, request: Request, queued, sampling, det
 
 async def index(request: Request) -> FileResponse:
     return FileResponse(UI_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+class Assets(StaticFiles):
+    """The page's modules, style and icons, revalidated on every load (a 304 while unchanged), as the page is: a
+    browser that kept an upgraded server's old modules would run a page of two versions."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.setdefault("Cache-Control", "no-cache")
+        return response
 
 
 async def docs(request: Request) -> FileResponse:
