@@ -138,6 +138,50 @@ if AVAILABLE:
         tl.store(Out + i, tl.load(PartFirst + i * PARTS + part).to(tl.int64))
 
 
+def _vocabulary_pass(
+    logits: torch.Tensor,
+    index: torch.Tensor,
+    seen: torch.Tensor,
+    penalty: torch.Tensor,
+    min_new: torch.Tensor,
+    generated: torch.Tensor,
+    stop_mask: torch.Tensor,
+    outputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | torch.Tensor,
+    block: int,
+    top: int,
+) -> None:
+    """_penalize over every block of the vocabulary, writing (scores, part_max, part_first) or, given one tensor,
+    each block's `top` best entries into it (candidates)."""
+    n, vocab = logits.shape
+    keep = isinstance(outputs, torch.Tensor)
+    scores, part_max, part_first = (outputs, outputs, outputs) if isinstance(outputs, torch.Tensor) else outputs
+    common.launch(
+        _penalize,
+        (n, triton.cdiv(vocab, block)),
+        logits,
+        index,
+        seen.view(torch.uint8),
+        penalty,
+        min_new,
+        generated,
+        stop_mask.view(torch.uint8),
+        scores,
+        part_max,
+        part_first,
+        scores,
+        vocab,
+        logits.stride(0),
+        seen.stride(0),
+        0 if keep else scores.stride(0),
+        scores.stride(0) if keep else 0,
+        PARTS=triton.cdiv(vocab, block),
+        BLOCK=block,
+        TOP=top,
+        CANDIDATES=keep,
+        num_warps=8,
+    )
+
+
 def penalize(
     logits: torch.Tensor,
     index: torch.Tensor,
@@ -156,30 +200,8 @@ def penalize(
     part_max = torch.empty((n, parts), dtype=torch.float32, device=logits.device)
     part_first = torch.empty((n, parts), dtype=torch.int32, device=logits.device)
     tokens = torch.empty(n, dtype=torch.long, device=logits.device)
-    common.launch(
-        _penalize,
-        (n, parts),
-        logits,
-        index,
-        seen.view(torch.uint8),
-        penalty,
-        min_new,
-        generated,
-        stop_mask.view(torch.uint8),
-        scores,
-        part_max,
-        part_first,
-        scores,
-        vocab,
-        logits.stride(0),
-        seen.stride(0),
-        scores.stride(0),
-        0,
-        PARTS=parts,
-        BLOCK=BLOCK,
-        TOP=TOP,
-        CANDIDATES=False,
-        num_warps=8,
+    _vocabulary_pass(
+        logits, index, seen, penalty, min_new, generated, stop_mask, (scores, part_max, part_first), BLOCK, TOP
     )
     common.launch(
         _argmax_parts,
@@ -214,31 +236,7 @@ def sample(
     parts = triton.cdiv(vocab, block)
     candidates = torch.empty((n, parts * top), dtype=torch.int64, device=logits.device)
     tokens = torch.empty(n, dtype=torch.long, device=logits.device)
-    common.launch(
-        _penalize,
-        (n, parts),
-        logits,
-        index,
-        seen.view(torch.uint8),
-        floats[2],
-        ints[1],
-        ints[2],
-        stop_mask.view(torch.uint8),
-        candidates,
-        candidates,
-        candidates,
-        candidates,
-        vocab,
-        logits.stride(0),
-        seen.stride(0),
-        0,
-        candidates.stride(0),
-        PARTS=parts,
-        BLOCK=block,
-        TOP=top,
-        CANDIDATES=True,
-        num_warps=8,
-    )
+    _vocabulary_pass(logits, index, seen, floats[2], ints[1], ints[2], stop_mask, candidates, block, top)
     common.launch(
         _draw,
         (n,),
