@@ -1,6 +1,7 @@
 """The sampler's step on the GPU, as a decoding step's CUDA graph replays it, for 1 to 64 rows of the 7B's 128k
 vocabulary with the official sampling: the kernels' whole draw (kernels.sample) against the vocabulary pass with
-torch's top-k and draw after it (us per step).
+torch's top-k and draw after it (us per step), and of the kernels' draw its first kernel alone (each block's
+candidates), so that the second's share is the difference.
 
     PYTHONPATH=app python3 bench/sampling.py --out bench/results/sampling.json
 """
@@ -17,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import torch
 
 from hymt.engine import kernels
+from hymt.engine.kernels.sampling import BLOCK, TOP, _vocabulary_pass
 from hymt.engine.sampler import CAPTURED_TOP_K, Sampler
 from hymt.prompts import Sampling
 
@@ -58,7 +60,14 @@ def main() -> int:
             graph_us(lambda bound=bound, s=sampler, x=logits, i=index: s.sample(x, i, bound))
             for bound in (CAPTURED_TOP_K, CAPTURED_TOP_K + 1)
         )
-        results["rows"][rows] = {"kernels_us": kernel, "torch_top_k_us": torch_draw}
+        parts = -(-args.vocab // BLOCK)
+        candidates = torch.empty((rows, parts * TOP), dtype=torch.int64, device=device)
+        blocks = graph_us(
+            lambda c=candidates, s=sampler, x=logits, i=index: _vocabulary_pass(
+                x, i, s.seen, s.floats[2], s.ints[1], s.ints[2], s.stop_mask, c, BLOCK, TOP
+            )
+        )
+        results["rows"][rows] = {"kernels_us": kernel, "candidates_us": blocks, "torch_top_k_us": torch_draw}
         print(rows, results["rows"][rows], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
