@@ -254,8 +254,9 @@ class Engine:
                 if not (token in stop_ids and len(seq.output_ids) >= seq.min_new_tokens):
                     seq.output_ids.append(token)
                     if len(seq.output_ids) < seq.max_new_tokens:
-                        if origin(seq).job.stream:
-                            streamed.append(Event("token", origin(seq).job, index=seq.index))
+                        job = origin(seq).job
+                        if job.stream:
+                            streamed.append(Event("token", job, index=seq.index))
                         continue
                 self.scheduler.finish(seq)
                 self.runner.stats.segments += 1

@@ -67,7 +67,8 @@ class TextWorker:
                 self.engine.fail(job, "finishing the translation failed")
 
     def _finish(self, seq: Sequence) -> None:
-        job, source_text = origin(seq).job, origin(seq).text
+        source = origin(seq)
+        job, source_text = source.job, source.text
         if job.ended:
             return
         cleaned = cleanup.clean(source_text, self.engine.decode(seq.output_ids))

@@ -153,8 +153,11 @@ def _vocabulary_pass(
     """_penalize over every block of the vocabulary, writing (scores, part_max, part_first) or, given one tensor,
     each block's `top` best entries into it (candidates)."""
     n, vocab = logits.shape
-    keep = isinstance(outputs, torch.Tensor)
-    scores, part_max, part_first = (outputs, outputs, outputs) if isinstance(outputs, torch.Tensor) else outputs
+    candidates = isinstance(outputs, torch.Tensor)
+    if isinstance(outputs, torch.Tensor):  # the candidates stand in for the outputs the kernel does not write
+        scores = part_max = part_first = outputs
+    else:
+        scores, part_max, part_first = outputs
     common.launch(
         _penalize,
         (n, triton.cdiv(vocab, block)),
@@ -172,12 +175,12 @@ def _vocabulary_pass(
         vocab,
         logits.stride(0),
         seen.stride(0),
-        0 if keep else scores.stride(0),
-        scores.stride(0) if keep else 0,
+        0 if candidates else scores.stride(0),
+        scores.stride(0) if candidates else 0,
         PARTS=triton.cdiv(vocab, block),
         BLOCK=block,
         TOP=top,
-        CANDIDATES=keep,
+        CANDIDATES=candidates,
         num_warps=8,
     )
 
