@@ -84,6 +84,17 @@ if AVAILABLE:
         return (ordered << 32) | (0x7FFFFFFF - cols).to(tl.int64)
 
     @triton.jit
+    def _sorted_bitonic(x, ROWS: tl.constexpr, K: tl.constexpr, LOG_K: tl.constexpr):
+        """Each row of x [ROWS, K], a bitonic sequence, sorted largest first: each pass compares the entries half a
+        run apart and puts the larger first (a bitonic merge)."""
+        for step in tl.static_range(LOG_K):
+            # [runs, 2, half run]: a constexpr cannot be reassigned, so the shapes are written out each pass
+            first, second = tl.split(tl.permute(tl.reshape(x, [ROWS << step, 2, K >> (step + 1)]), [0, 2, 1]))
+            merged = tl.join(tl.maximum(first, second), tl.minimum(first, second))
+            x = tl.reshape(tl.permute(merged, [0, 2, 1]), [ROWS, K])
+        return x
+
+    @triton.jit
     def _draw(
         Candidates,
         Index,
@@ -93,18 +104,28 @@ if AVAILABLE:
         Tokens,
         stride_candidates,
         stride_floats,
-        COUNT: tl.constexpr,
-        BLOCK_C: tl.constexpr,
+        PARTS: tl.constexpr,
+        LISTS: tl.constexpr,
+        LOG_LISTS: tl.constexpr,
         TOP: tl.constexpr,
+        LOG_TOP: tl.constexpr,
         NO_CANDIDATE: tl.constexpr,
         PDL: tl.constexpr,
     ):
         wait_for_inputs(PDL)
         i = tl.program_id(0)
         row = tl.load(Index + i)
-        c = tl.arange(0, BLOCK_C)
-        keys = tl.load(Candidates + i * stride_candidates + c, mask=c < COUNT, other=NO_CANDIDATE)
-        keys = tl.topk(keys, TOP)  # largest first
+        # The blocks' lists, each sorted largest first (padded to a power of two with empty lists), merged in pairs:
+        # the best TOP of two sorted lists are the larger of each entry and its partner in the other list reversed,
+        # a bitonic sequence that log2(TOP) compare-exchange passes sort. Sorting all PARTS x TOP candidates again
+        # (a top-k over them) took most of this kernel's time.
+        lists = tl.arange(0, LISTS)[:, None]
+        c = lists * TOP + tl.arange(0, TOP)[None, :]
+        keys = tl.load(Candidates + i * stride_candidates + c, mask=lists < PARTS, other=NO_CANDIDATE)
+        for level in tl.static_range(LOG_LISTS):
+            pairs = tl.split(tl.permute(tl.reshape(keys, [LISTS >> (level + 1), 2, TOP]), [0, 2, 1]))
+            keys = _sorted_bitonic(tl.maximum(pairs[0], tl.flip(pairs[1], 1)), LISTS >> (level + 1), TOP, LOG_TOP)
+        keys = tl.reshape(keys, [TOP])  # largest first
         ordered = (keys >> 32).to(tl.int32)
         values = tl.where(ordered < 0, ordered ^ 0x7FFFFFFF, ordered).to(tl.float32, bitcast=True)
         tokens = 0x7FFFFFFF - (keys & 0x7FFFFFFF).to(tl.int32)
@@ -251,9 +272,11 @@ def sample(
         tokens,
         candidates.stride(0),
         floats.stride(0),
-        COUNT=parts * top,
-        BLOCK_C=triton.next_power_of_2(parts * top),
+        PARTS=parts,
+        LISTS=triton.next_power_of_2(parts),
+        LOG_LISTS=triton.next_power_of_2(parts).bit_length() - 1,
         TOP=top,
+        LOG_TOP=top.bit_length() - 1,
         NO_CANDIDATE=NO_CANDIDATE,
         num_warps=8,
     )
