@@ -34,6 +34,7 @@ if AVAILABLE:
         Index,
         Seen,
         Penalty,
+        Greedy,
         MinNew,
         Generated,
         StopMask,
@@ -67,8 +68,13 @@ if AVAILABLE:
         scores = tl.where(stop & suppress, float("-inf"), scores)
         scores = tl.where(inside, scores, float("-inf"))
         if CANDIDATES:
-            keys = tl.topk(_pack(scores, cols), TOP)
-            tl.store(Candidates + i * stride_candidates + part * TOP + tl.arange(0, TOP), keys)
+            # A greedy row needs each block's best entry alone (the head of its list, which is all _draw reads of
+            # it): a max, where the top-k is a sort.
+            if tl.load(Greedy + row) > 0:
+                tl.store(Candidates + i * stride_candidates + part * TOP, tl.max(_pack(scores, cols), axis=0))
+            else:
+                keys = tl.topk(_pack(scores, cols), TOP)
+                tl.store(Candidates + i * stride_candidates + part * TOP + tl.arange(0, TOP), keys)
         else:
             tl.store(Scores + i * stride_scores + cols, scores, mask=inside)
             best = tl.max(scores, axis=0)
@@ -115,6 +121,50 @@ if AVAILABLE:
         wait_for_inputs(PDL)
         i = tl.program_id(0)
         row = tl.load(Index + i)
+        if tl.load(Floats + 3 * stride_floats + row) > 0:  # greedy: the best of the blocks' best
+            heads = tl.arange(0, LISTS) * TOP
+            best = tl.max(
+                tl.load(Candidates + i * stride_candidates + heads, mask=heads < PARTS * TOP, other=NO_CANDIDATE),
+                axis=0,
+            )
+            tl.store(Tokens + i, (0x7FFFFFFF - (best & 0x7FFFFFFF)).to(tl.int64))
+        else:
+            _draw_row(
+                Candidates,
+                Floats,
+                TopK,
+                Seed,
+                Tokens,
+                i,
+                row,
+                stride_candidates,
+                stride_floats,
+                PARTS,
+                LISTS,
+                LOG_LISTS,
+                TOP,
+                LOG_TOP,
+                NO_CANDIDATE,
+            )
+
+    @triton.jit
+    def _draw_row(
+        Candidates,
+        Floats,
+        TopK,
+        Seed,
+        Tokens,
+        i,
+        row,
+        stride_candidates,
+        stride_floats,
+        PARTS: tl.constexpr,
+        LISTS: tl.constexpr,
+        LOG_LISTS: tl.constexpr,
+        TOP: tl.constexpr,
+        LOG_TOP: tl.constexpr,
+        NO_CANDIDATE: tl.constexpr,
+    ):
         # The blocks' lists, each sorted largest first (padded to a power of two with empty lists), merged in pairs:
         # the best TOP of two sorted lists are the larger of each entry and its partner in the other list reversed,
         # a bitonic sequence that log2(TOP) compare-exchange passes sort. Sorting all PARTS x TOP candidates again
@@ -132,7 +182,6 @@ if AVAILABLE:
         rank = tl.arange(0, TOP)
         temperature = tl.load(Floats + row)
         top_p = tl.load(Floats + stride_floats + row)
-        greedy = tl.load(Floats + 3 * stride_floats + row)
         # Sampler._draw's arithmetic: temperature, the row's top-k, top-p over the softmax (the first kept), the
         # softmax again over what is left, and the exponential race argmax(p / E), E ~ Exp(1).
         values = tl.where(rank < tl.load(TopK + row), values / temperature, float("-inf"))
@@ -145,9 +194,7 @@ if AVAILABLE:
         exponential = -tl.log(1.0 - tl.rand(tl.load(Seed), i * TOP + rank))
         race = tl.where(probs > 0, probs / exponential, -1.0)
         choice = tl.min(tl.where(race == tl.max(race, axis=0), rank, TOP), axis=0)
-        drawn = tl.sum(tl.where(rank == choice, tokens, 0), axis=0)
-        first = tl.sum(tl.where(rank == 0, tokens, 0), axis=0)
-        tl.store(Tokens + i, tl.where(greedy > 0, first, drawn).to(tl.int64))
+        tl.store(Tokens + i, tl.sum(tl.where(rank == choice, tokens, 0), axis=0).to(tl.int64))
 
     @triton.jit
     def _argmax_parts(PartMax, PartFirst, Out, PARTS: tl.constexpr, BLOCK_P: tl.constexpr, PDL: tl.constexpr):
@@ -167,18 +214,18 @@ def _vocabulary_pass(
     min_new: torch.Tensor,
     generated: torch.Tensor,
     stop_mask: torch.Tensor,
-    outputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | torch.Tensor,
+    outputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor],
     block: int,
     top: int,
 ) -> None:
-    """_penalize over every block of the vocabulary, writing (scores, part_max, part_first) or, given one tensor,
-    each block's `top` best entries into it (candidates)."""
+    """_penalize over every block of the vocabulary, writing (scores, part_max, part_first) or, given (candidates,
+    greedy: each row's greedy flag), each block's `top` best entries (a greedy row's best alone) into candidates."""
     n, vocab = logits.shape
-    candidates = isinstance(outputs, torch.Tensor)
-    if isinstance(outputs, torch.Tensor):  # the candidates stand in for the outputs the kernel does not write
-        scores = part_max = part_first = outputs
-    else:
-        scores, part_max, part_first = outputs
+    if len(outputs) == 2:  # the candidates stand in for the outputs the kernel does not write
+        (scores, greedy), candidates = outputs, True
+        part_max = part_first = scores
+    else:  # the penalty stands in for the greedy flags, which only the candidates' pass reads
+        (scores, part_max, part_first), greedy, candidates = outputs, penalty, False
     common.launch(
         _penalize,
         (n, triton.cdiv(vocab, block)),
@@ -186,6 +233,7 @@ def _vocabulary_pass(
         index,
         seen.view(torch.uint8),
         penalty,
+        greedy,
         min_new,
         generated,
         stop_mask.view(torch.uint8),
@@ -260,7 +308,7 @@ def sample(
     parts = triton.cdiv(vocab, block)
     candidates = torch.empty((n, parts * top), dtype=torch.int64, device=logits.device)
     tokens = torch.empty(n, dtype=torch.long, device=logits.device)
-    _vocabulary_pass(logits, index, seen, floats[2], ints[1], ints[2], stop_mask, candidates, block, top)
+    _vocabulary_pass(logits, index, seen, floats[2], ints[1], ints[2], stop_mask, (candidates, floats[3]), block, top)
     common.launch(
         _draw,
         (n,),
