@@ -33,7 +33,8 @@ class Batch:
 
     input_ids, positions, write_index: [T]; query_starts: [n + 1] (int32, cumulative query lengths);
     kv_starts: [n + 1] (int32, each segment's first arena row; the last entry is unused); kv_lengths: [n] (int32,
-    cached tokens including this pass's); logits_index: [m] (the packed tokens whose next-token logits are wanted).
+    cached tokens including this pass's); logits_index: [m] (the packed tokens whose next-token logits are wanted;
+    a GPU's decoding batch wants every one).
     `spans` (host lists: query start, query length, kv start, kv length per segment) drives the CPU path; None for
     a decoding batch on a GPU, whose shapes stay fixed for CUDA graph capture.
     """
@@ -193,12 +194,11 @@ class Decoder:
                 layer.post_attention_layernorm.weight,
                 self.eps,
             )
-            delta = self._mlp(mlp, x)
-            if i < last:  # the next layer's input norm rides with the sum
-                hidden, x = add_rms_norm(hidden, delta, self.layers[i + 1].input_layernorm.weight, self.eps)
-            else:
-                hidden = hidden + delta
-        return self._linear(self.lm_head, self.rms_norm(hidden[batch.logits_index], self.norm.weight, self.eps))
+            # The next layer's input norm rides with the sum; after the last layer, the final norm (over every
+            # token: a norm is per token, and a decoding batch wants the logits of all of them, so no gather).
+            norm = self.layers[i + 1].input_layernorm if i < last else self.norm
+            hidden, x = add_rms_norm(hidden, self._mlp(mlp, x), norm.weight, self.eps)
+        return self._linear(self.lm_head, x if decoding else x[batch.logits_index])
 
     def _rotate_and_store(
         self,

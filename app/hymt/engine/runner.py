@@ -112,6 +112,8 @@ class ModelRunner:
         self.state = torch.zeros((3, rows), dtype=torch.long, device=self.device)
         self._index = torch.full((rows,), self.pad_row, dtype=torch.long, device=self.device)  # a step's rows
         self._arange = torch.arange(rows + 1, device=self.device)
+        self._arange32 = self._arange.int()  # a decoding batch's query starts (one query per row)
+        self._ones = torch.ones(rows, dtype=torch.long, device=self.device)
         pinned = self.device.type == "cuda"
         # Two of each host buffer: one for the step on the GPU, one for the step being prepared.
         self._index_host = [torch.zeros(rows, dtype=torch.long, pin_memory=pinned) for _ in range(2)]
@@ -248,7 +250,7 @@ class ModelRunner:
         """Sample each row's next token and advance its state: the next step feeds it at the next position."""
         tokens = self.sampler.sample(logits, index, top_k_bound)
         self.state[0, index] = tokens
-        self.state[1, index] += 1
+        self.state[1].index_add_(0, index, self._ones[: index.shape[0]])  # one kernel where `+= 1` takes three
         return tokens
 
     def _tensor(self, values: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
@@ -265,7 +267,7 @@ class ModelRunner:
             input_ids=tokens,
             positions=positions,
             write_index=starts + positions,
-            query_starts=self._arange[: n + 1].int(),
+            query_starts=self._arange32[: n + 1],
             kv_starts=torch.cat([starts, starts[:1]]).int(),
             kv_lengths=(positions + 1).int(),
             logits_index=self._arange[:n],
@@ -284,7 +286,7 @@ class ModelRunner:
                 input_ids=tokens,
                 positions=positions,
                 write_index=starts + positions,
-                query_starts=self._arange[: rows + 1].int(),
+                query_starts=self._arange32[: rows + 1],
                 kv_starts=torch.cat([starts, starts[:1]]).int(),
                 kv_lengths=(positions + 1).int(),
                 logits_index=self._arange[:rows],

@@ -37,6 +37,7 @@ class Sampler:
         self.ints = torch.zeros(3, num_rows, dtype=torch.long, device=device)
         self.top_k = [0] * num_rows  # the host's copy, to tell whether a batch can be captured
         self._true = torch.ones((), dtype=torch.bool, device=device)  # a device value: capture copies no host one
+        self._ones = torch.ones(num_rows, dtype=torch.long, device=device)
         self.kernels = kernels.AVAILABLE and device.type == "cuda"
         # The kernels' draw: from torch's generator once, so that torch.manual_seed makes it repeat.
         self.seed = torch.randint(2**62, (1,)).to(device)
@@ -88,7 +89,9 @@ class Sampler:
     def _count(self, index: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """The sampled tokens, marked as seen for their rows and counted as generated."""
         self.seen.index_put_((index, tokens), self._true)
-        self.ints[2, index] += 1
+        # One kernel, where `ints[2, index] += 1` is three (a gather, the add, a scatter); a decoding batch's
+        # padding entries all name the padding row, which counts them all, and whose count nothing reads.
+        self.ints[2].index_add_(0, index, self._ones[: index.shape[0]])
         return tokens
 
     def _draw(
