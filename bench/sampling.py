@@ -1,7 +1,8 @@
 """The sampler's step on the GPU, as a decoding step's CUDA graph replays it, for 1 to 64 rows of the 7B's 128k
 vocabulary with the official sampling: the kernels' whole draw (kernels.sample) against the vocabulary pass with
 torch's top-k and draw after it (us per step), and of the kernels' draw its first kernel alone (each block's
-candidates), so that the second's share is the difference.
+candidates), so that the second's share is the difference; and the kernels' draw for the same rows greedy (each
+block's best entry alone, no sort).
 
     PYTHONPATH=app python3 bench/sampling.py --out bench/results/sampling.json
 """
@@ -64,10 +65,18 @@ def main() -> int:
         candidates = torch.empty((rows, parts * TOP), dtype=torch.int64, device=device)
         blocks = graph_us(
             lambda c=candidates, s=sampler, x=logits, i=index: _vocabulary_pass(
-                x, i, s.seen, s.floats[2], s.ints[1], s.ints[2], s.stop_mask, c, BLOCK, TOP
+                x, i, s.seen, s.floats[2], s.ints[1], s.ints[2], s.stop_mask, (c, s.floats[3]), BLOCK, TOP
             )
         )
-        results["rows"][rows] = {"kernels_us": kernel, "candidates_us": blocks, "torch_top_k_us": torch_draw}
+        for row in range(rows):  # the same rows greedy: each block's best alone, no sort
+            sampler.admit(row, Sampling(greedy=True), 0, 0, list(range(0, 2000, 7)))
+        greedy = graph_us(lambda s=sampler, x=logits, i=index: s.sample(x, i, CAPTURED_TOP_K))
+        results["rows"][rows] = {
+            "kernels_us": kernel,
+            "candidates_us": blocks,
+            "torch_top_k_us": torch_draw,
+            "greedy_kernels_us": greedy,
+        }
         print(rows, results["rows"][rows], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
