@@ -131,72 +131,36 @@ if AVAILABLE:
             )
             tl.store(Tokens + i, (0x7FFFFFFF - (best & 0x7FFFFFFF)).to(tl.int64))
         else:
-            _draw_row(
-                Candidates,
-                Floats,
-                TopK,
-                Seed,
-                Tokens,
-                i,
-                row,
-                stride_candidates,
-                stride_floats,
-                PARTS,
-                LISTS,
-                LOG_LISTS,
-                TOP,
-                LOG_TOP,
-                NO_CANDIDATE,
-            )
-
-    @triton.jit
-    def _draw_row(
-        Candidates,
-        Floats,
-        TopK,
-        Seed,
-        Tokens,
-        i,
-        row,
-        stride_candidates,
-        stride_floats,
-        PARTS: tl.constexpr,
-        LISTS: tl.constexpr,
-        LOG_LISTS: tl.constexpr,
-        TOP: tl.constexpr,
-        LOG_TOP: tl.constexpr,
-        NO_CANDIDATE: tl.constexpr,
-    ):
-        # The blocks' lists, each sorted largest first (padded to a power of two with empty lists), merged in pairs:
-        # the best TOP of two sorted lists are the larger of each entry and its partner in the other list reversed,
-        # a bitonic sequence that log2(TOP) compare-exchange passes sort. Sorting all PARTS x TOP candidates again
-        # (a top-k over them) took most of this kernel's time.
-        lists = tl.arange(0, LISTS)[:, None]
-        c = lists * TOP + tl.arange(0, TOP)[None, :]
-        keys = tl.load(Candidates + i * stride_candidates + c, mask=lists < PARTS, other=NO_CANDIDATE)
-        for level in tl.static_range(LOG_LISTS):
-            pairs = tl.split(tl.permute(tl.reshape(keys, [LISTS >> (level + 1), 2, TOP]), [0, 2, 1]))
-            keys = _sorted_bitonic(tl.maximum(pairs[0], tl.flip(pairs[1], 1)), LISTS >> (level + 1), TOP, LOG_TOP)
-        keys = tl.reshape(keys, [TOP])  # largest first
-        ordered = (keys >> 32).to(tl.int32)
-        values = tl.where(ordered < 0, ordered ^ 0x7FFFFFFF, ordered).to(tl.float32, bitcast=True)
-        tokens = 0x7FFFFFFF - (keys & 0x7FFFFFFF).to(tl.int32)
-        rank = tl.arange(0, TOP)
-        temperature = tl.load(Floats + row)
-        top_p = tl.load(Floats + stride_floats + row)
-        # Sampler._draw's arithmetic: temperature, the row's top-k, top-p over the softmax (the first kept), the
-        # softmax again over what is left, and the exponential race argmax(p / E), E ~ Exp(1).
-        values = tl.where(rank < tl.load(TopK + row), values / temperature, float("-inf"))
-        probs = tl.exp(values - tl.max(values, axis=0))
-        probs = probs / tl.sum(probs, axis=0)
-        beyond_p = ((tl.cumsum(probs, axis=0) - probs) >= top_p) & (rank > 0)
-        values = tl.where(beyond_p, float("-inf"), values)
-        probs = tl.exp(values - tl.max(values, axis=0))
-        probs = probs / tl.sum(probs, axis=0)
-        exponential = -tl.log(1.0 - tl.rand(tl.load(Seed), i * TOP + rank))
-        race = tl.where(probs > 0, probs / exponential, -1.0)
-        choice = tl.min(tl.where(race == tl.max(race, axis=0), rank, TOP), axis=0)
-        tl.store(Tokens + i, tl.sum(tl.where(rank == choice, tokens, 0), axis=0).to(tl.int64))
+            # The blocks' lists, each sorted largest first (padded to a power of two with empty lists), merged in
+            # pairs: the best TOP of two sorted lists are the larger of each entry and its partner in the other list
+            # reversed, a bitonic sequence that log2(TOP) compare-exchange passes sort. Sorting all PARTS x TOP
+            # candidates again (a top-k over them) took most of this kernel's time.
+            lists = tl.arange(0, LISTS)[:, None]
+            c = lists * TOP + tl.arange(0, TOP)[None, :]
+            keys = tl.load(Candidates + i * stride_candidates + c, mask=lists < PARTS, other=NO_CANDIDATE)
+            for level in tl.static_range(LOG_LISTS):
+                pairs = tl.split(tl.permute(tl.reshape(keys, [LISTS >> (level + 1), 2, TOP]), [0, 2, 1]))
+                keys = _sorted_bitonic(tl.maximum(pairs[0], tl.flip(pairs[1], 1)), LISTS >> (level + 1), TOP, LOG_TOP)
+            keys = tl.reshape(keys, [TOP])  # largest first
+            ordered = (keys >> 32).to(tl.int32)
+            values = tl.where(ordered < 0, ordered ^ 0x7FFFFFFF, ordered).to(tl.float32, bitcast=True)
+            tokens = 0x7FFFFFFF - (keys & 0x7FFFFFFF).to(tl.int32)
+            rank = tl.arange(0, TOP)
+            temperature = tl.load(Floats + row)
+            top_p = tl.load(Floats + stride_floats + row)
+            # Sampler._draw's arithmetic: temperature, the row's top-k, top-p over the softmax (the first kept), the
+            # softmax again over what is left, and the exponential race argmax(p / E), E ~ Exp(1).
+            values = tl.where(rank < tl.load(TopK + row), values / temperature, float("-inf"))
+            probs = tl.exp(values - tl.max(values, axis=0))
+            probs = probs / tl.sum(probs, axis=0)
+            beyond_p = ((tl.cumsum(probs, axis=0) - probs) >= top_p) & (rank > 0)
+            values = tl.where(beyond_p, float("-inf"), values)
+            probs = tl.exp(values - tl.max(values, axis=0))
+            probs = probs / tl.sum(probs, axis=0)
+            exponential = -tl.log(1.0 - tl.rand(tl.load(Seed), i * TOP + rank))
+            race = tl.where(probs > 0, probs / exponential, -1.0)
+            choice = tl.min(tl.where(race == tl.max(race, axis=0), rank, TOP), axis=0)
+            tl.store(Tokens + i, tl.sum(tl.where(rank == choice, tokens, 0), axis=0).to(tl.int64))
 
     @triton.jit
     def _argmax_parts(PartMax, PartFirst, Out, PARTS: tl.constexpr, BLOCK_P: tl.constexpr, PDL: tl.constexpr):
