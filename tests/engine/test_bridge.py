@@ -133,3 +133,33 @@ def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
     assert len(bold) == 1 and bold[0].strip() and bold[0] != "Save"
     assert len(italic) == 1 and italic[0].strip() and italic[0] != "cancel"
     assert len(links) == 1 and links[0].strip() and links[0] != "the site"
+
+
+def test_a_documents_glossary_and_context_go_with_each_of_its_parts(engine, monkeypatch):
+    """The request's options reach every job of a document (with the formatted prompt for texts with markup), and
+    a glossary term that occurs in a text goes into that text's prompt."""
+    from hymt.api import pipeline
+    from hymt.api.service import Service
+    from hymt.engine.jobs import Options
+    from hymt.glossary import Term
+    from hymt.languages import resolve
+
+    submitted = []
+    submit = engine.submit
+
+    def recording(*args, **kwargs):
+        job = submit(*args, **kwargs)
+        submitted.append((kwargs["options"], job))
+        return job
+
+    monkeypatch.setattr(engine, "submit", recording)
+    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    options = Options(glossary=(Term("GPU", "Grafikkarte"),), context=False)
+    text = b"The GPU is fast.\n\nA line without the term.\n"
+    upload = asyncio.run(
+        pipeline.open_upload(service.settings, ".txt", "gpu.txt", text, resolve("en"), resolve("de"), options)
+    )
+    asyncio.run(pipeline.translate(service, upload, None))
+    assert submitted and all(o.glossary == options.glossary and o.formatted and not o.context for o, _ in submitted)
+    applied = [terms for _, job in submitted for terms in job.terms]
+    assert [t.target for terms in applied for t in terms] == ["Grafikkarte"]

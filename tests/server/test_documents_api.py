@@ -4,6 +4,7 @@ clients call it, the page's /api/translate_file with progress, downloads, and th
 from __future__ import annotations
 
 import io
+import json
 
 import docx
 import httpx
@@ -145,6 +146,28 @@ def test_errors_and_names(server):
     assert {p.name for p in server.files.iterdir()} and all(p.parent == server.files for p in server.files.iterdir())
     assert httpx.get(f"{server.url}/download_file/{'0' * 32}/x.txt").status_code == 404
     assert httpx.get(f"{server.url}/download_file/..%2F..%2Fetc/passwd").status_code == 404
+
+
+def test_a_documents_options_are_those_of_translate_and_checked_before_its_file_is_read(server):
+    """glossary (a JSON string in the form), context, style and background as /translate takes them: a malformed
+    glossary is a 400; a style this model has no prompt for is a 422 on both file endpoints, before the stream
+    starts; the form's schema offers them."""
+    document = {"file": ("gpu.txt", b"The GPU is fast.\n")}
+    form = {"source": "en", "target": "de"}
+    bad = httpx.post(f"{server.url}/translate_file", files=document, data={**form, "glossary": "GPU=Grafikkarte"})
+    assert bad.status_code == 400 and bad.json()["error_type"] == "invalid_json"
+    for path in ("/translate_file", "/api/translate_file"):
+        refused = httpx.post(f"{server.url}{path}", files=document, data={**form, "style": "formal"})
+        assert refused.status_code == 422 and refused.json()["error_type"] == "unsupported_style", refused.text
+    glossary = json.dumps([{"source": "GPU", "target": "Grafikkarte"}])
+    done = httpx.post(
+        f"{server.url}/translate_file", files=document, data={**form, "glossary": glossary, "context": "false"}
+    )
+    assert done.status_code == 200 and done.json()["segments"] == 1
+    operation = httpx.get(f"{server.url}/openapi.json").json()["paths"]["/translate_file"]["post"]
+    schema = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert {"context", "style", "background"} <= set(schema["properties"]) and "glossary" in schema["description"]
+    assert "422" in operation["responses"]
 
 
 def test_frontend_settings_advertise_files(server):

@@ -183,10 +183,13 @@ async def translate_parts(
     sampling: Sampling,
     request: Request | None,
     on_text: Callable[[int, str], None] | None = None,
+    options: Options = Options(),
 ) -> list[str]:
     """A document's marked texts translated in parts that fit the queue: a long document is not refused for being
     longer than the queue, and other requests keep their turn between its parts. A full queue halves the part,
-    down to one text, which then waits for room. on_text(index, translation) as each text is done."""
+    down to one text, which then waits for room. on_text(index, translation) as each text is done. `options`: the
+    request's (glossary, context, style, background), each text taking the formatted prompt where it has markup."""
+    options = dataclasses.replace(options, formatted=True)
     results: list[str] = []
     part_size = max(1, service.settings.max_queue_segments // 4)
     waited = 0.0
@@ -194,9 +197,7 @@ async def translate_parts(
         base = len(results)
         part = texts[base : base + part_size]
         try:
-            job, events = await submit(
-                service, [(t, source) for t in part], target, sampling, options=Options(formatted=True)
-            )
+            job, events = await submit(service, [(t, source) for t in part], target, sampling, options=options)
         except Overloaded:
             if part_size > 1:
                 part_size = max(1, part_size // 2)

@@ -74,7 +74,9 @@ async def _open(request: Request) -> tuple[Service, pipeline.Upload]:
     content = await upload.read()
     source = parsing.language(data, "source", allow_auto=True, default="auto")
     target = parsing.language(data, "target", allow_auto=False)
-    return service, await pipeline.open_upload(settings, ext, upload.filename or "", content, source, target)
+    options = parsing.options(data, settings)
+    service.ready_engine().prompter.check_instructions(options)  # a 422 before the file is read, not mid-stream
+    return service, await pipeline.open_upload(settings, ext, upload.filename or "", content, source, target, options)
 
 
 async def _store(request: Request, upload: pipeline.Upload, result: documents.Result[bytes]) -> dict:

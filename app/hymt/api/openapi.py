@@ -107,8 +107,12 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                             "source": source,
                             "target": target,
                             "api_key": api_key_form,
+                            **bodies.document_form,
                         },
                         ["file", "target"],
+                        description="a form; glossary (terms for the document's texts without inline markup) "
+                        "may be sent as a JSON string of the list",
+                        **bodies.one_instruction,
                     ),
                     "encoding": {"file": {"contentType": ", ".join(accepted)}},
                 }
@@ -129,6 +133,9 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             ),
         )
         operation["responses"]["415"] = _error("Error", "Not a supported format (the message lists them)")
+        operation["responses"]["422"] = _error(
+            "Error", "style or background where the model served has no official prompt for it, or both"
+        )
         return {"post": operation}
 
     def get(summary: str, response: dict) -> dict:

@@ -15,7 +15,7 @@ from .. import documents
 from ..detect import detect
 from ..documents import html as html_documents
 from ..documents.translate import OnText, translate_document
-from ..engine.jobs import Job
+from ..engine.jobs import Job, Options
 from ..languages import Language
 from ..prompts import Sampling
 from ..settings import Settings
@@ -34,10 +34,17 @@ class Upload:
     prepared: documents.Prepared[bytes]
     source: Language | None  # the given language, else the one detected in the document; None: undetectable
     target: Language
+    options: Options  # the request's glossary, context, style or background
 
 
 async def open_upload(
-    settings: Settings, ext: str, filename: str, content: bytes, source: Language | None, target: Language
+    settings: Settings,
+    ext: str,
+    filename: str,
+    content: bytes,
+    source: Language | None,
+    target: Language,
+    options: Options = Options(),
 ) -> Upload:
     """The document (of format `ext`, documents.extension) read after the hostile-file checks, and its language
     detected, off the event loop."""
@@ -47,7 +54,7 @@ async def open_upload(
     if source is None and prepared.texts:
         found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None
-    return Upload(ext, documents.download_name(filename, ext, target.code), prepared, source, target)
+    return Upload(ext, documents.download_name(filename, ext, target.code), prepared, source, target, options)
 
 
 async def translate(
@@ -58,7 +65,9 @@ async def translate(
     sampling = Sampling(greedy=service.settings.greedy)
 
     async def through_jobs(texts: list[str], on_text: OnText | None) -> list[str]:
-        return await bridge.translate_parts(service, texts, upload.source, upload.target, sampling, request, on_text)
+        return await bridge.translate_parts(
+            service, texts, upload.source, upload.target, sampling, request, on_text, upload.options
+        )
 
     translated = await translate_document(upload.prepared.texts, through_jobs, on_progress)
     return await run_in_threadpool(documents.finish, upload.prepared, translated.texts, translated.paths)

@@ -75,6 +75,8 @@ class Bodies:
     source: dict
     target: dict
     api_key_form: dict
+    document_form: dict  # a document form's translation options: context, style, background
+    one_instruction: dict  # a body's constraint: not style and background both
 
 
 def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> Bodies:
@@ -251,4 +253,6 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
         source=source,
         target=target,
         api_key_form=api_key_form,
+        document_form={k: v for k, v in quality_form.items() if k != "quality"},
+        one_instruction=one_instruction,
     )

@@ -50,7 +50,7 @@ class Prompter:
         context prompt) the document's preceding source segments; a segment with inline markup markers
         (options.formatted) gets the formatted-translation prompt instead. A style or background the model has no
         official prompt for is refused (422) before any work."""
-        self._check_instructions(options)
+        self.check_instructions(options)
         # A document's segments are counted again as the context of the ones after them.
         count = functools.cache(self.count_tokens)
         max_tokens = options.max_segment_tokens or self.settings.max_segment_tokens
@@ -142,9 +142,9 @@ class Prompter:
             job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling, seq.min_new_tokens
         )
 
-    def _check_instructions(self, options: Options) -> None:
+    def check_instructions(self, options: Options) -> None:
         """The request's style and background need the served model's official prompt for them; no official prompt
-        combines the two."""
+        combines the two (a 422 that says why). Also for a document's request, before its file is read."""
         asked = [name for name in ("style", "background") if getattr(options, name)]
         for name in asked:
             if not getattr(self.family, name):
