@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import srt as srt_lib
 
@@ -214,6 +216,27 @@ def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
     report = page.inner_text("#glossary-report")
     assert report.startswith("Glossary: 2 terms applied; missed (after a retry) in segment 1: GPU → Grafikkarte")
     page.screenshot(path=str(artifacts / "page-glossary-best.png"), full_page=True)
+    document = tmp_path / "gpu.txt"
+    document.write_text("The GPU is fast.\n", encoding="utf-8")
+    # Chromium does not show a multipart body with a file to Playwright: the page's fetch records its form fields.
+    page.evaluate(
+        """() => {
+          const send = window.fetch;
+          window.sentForms = [];
+          window.fetch = (url, init) => {
+            if (init && init.body instanceof FormData)
+              window.sentForms.push(Object.fromEntries([...init.body].filter(([, v]) => typeof v === "string")));
+            return send(url, init);
+          };
+        }"""
+    )
+    page.set_input_files("#file", str(document))
+    page.wait_for_selector("#download:not([hidden])")
+    [form] = page.evaluate("window.sentForms")
+    assert json.loads(form["glossary"]) == [
+        {"source": "GPU", "target": "Grafikkarte"},
+        {"source": "driver", "target": "Treiber"},
+    ]
 
     page.reload()  # the glossary lives as long as the tab
     page.wait_for_function("document.querySelectorAll('#glossary-rows tr').length === 2")

@@ -1,5 +1,7 @@
 // Documents: upload or drop one, translate it whole with streamed progress, then offer the download.
+import { glossaryTerms } from "./glossary.js";
 import { say, showError } from "./messages.js";
+import { instructions } from "./options.js";
 import { $, state } from "./state.js";
 import { postStream } from "./streaming.js";
 
@@ -22,6 +24,10 @@ async function loadFile(file) {
   form.append("file", file);
   form.append("source", $("source").value);
   form.append("target", $("target").value);
+  // The glossary, style and background apply to a document as to text (a form carries the glossary as JSON).
+  const terms = glossaryTerms();
+  if (terms.length) form.append("glossary", JSON.stringify(terms));
+  for (const [name, value] of Object.entries(instructions())) form.append(name, value);
   let finished = null;
   await postStream("/api/translate_file", { body: form }, (kind, body) => {
     if (kind === "start") {
