@@ -152,7 +152,7 @@ def test_the_standard_run_of_each_family(
 def test_the_report_of_the_committed_7b_run_reads_its_cards_from_its_records(bench):
     results = json.loads((ROOT / "bench" / "results" / "standard.json").read_text())
     table = bench("report").table(results)
-    assert "random weights of the real 7B shape" in table
+    assert "random weights of the real Hunyuan-MT-7B shape" in table  # the run records its model
     assert "(Q4_K_M stands for 8, 12 and 16 GB, BF16 for 24 GB):" in table
     assert [line.split(" |")[0] for line in table.splitlines() if line.startswith("| ") and "x |" in line] == [
         "| 8 GB",
