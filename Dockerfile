@@ -22,6 +22,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     HYMT_RUN_DIR=/run/hymt \
     HYMT_LOG_DIR=/var/log/hymt \
     HYMT_COMPILE_CACHE_DIR=/var/cache/hymt/compile \
+    HYMT_DATA_DIR=/data \
     HYMT_PORT=80
 
 # Ubuntu's python3 of this release, and the fonts a translated PDF is drawn in (every script of the 38 languages);
@@ -60,9 +61,9 @@ RUN pip install --no-cache-dir --no-deps /src
 COPY rootfs /
 
 # --no-log-init and an existing home keep useradd quiet (a system uid above SYS_UID_MAX is warned about otherwise).
-RUN mkdir -p /run/hymt /var/log/hymt /var/cache/hymt/compile \
+RUN mkdir -p /run/hymt /var/log/hymt /var/cache/hymt/compile /data \
     && useradd --uid 10001 --no-create-home --no-log-init --home-dir /run/hymt --shell /usr/sbin/nologin hymt \
-    && chown -R hymt /run/hymt /var/log/hymt /var/cache/hymt \
+    && chown -R hymt /run/hymt /var/log/hymt /var/cache/hymt /data \
     && cp /usr/bin/setpriv /usr/local/bin/hymt-bind \
     && setcap cap_net_bind_service=+p /usr/local/bin/hymt-bind
 # Port 80 as uid 10001 under any runtime: only Docker opens ports below 1024 to every user inside a container

@@ -94,6 +94,7 @@ stop_native() {
 run_native() {
   export HYMT_ROOTFS="$ROOT/rootfs" HYMT_RUN_DIR="$ROOT/.run" HYMT_LOG_DIR="$ROOT/.run/logs"
   export HYMT_COMPILE_CACHE_DIR="${HYMT_COMPILE_CACHE_DIR:-$ROOT/.cache/compile}"
+  export HYMT_DATA_DIR="${HYMT_DATA_DIR:-$ROOT/.run/data}"
   export HYMT_PYTHON="$ROOT/.venv/bin/python" HYMT_SUPERVISORD="$ROOT/.venv/bin/supervisord"
   local sock="unix://$HYMT_RUN_DIR/supervisor.sock"
   if [ "$stop" = 1 ]; then stop_native "$sock"; return 0; fi

@@ -14,15 +14,15 @@ from load import SENTENCES
 GIB = 1024**3
 
 
-def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
+def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tuple[int, ...] = ()) -> dict:
     import torch
 
-    from hymt.engine.startup import start
+    from hymt.engine.sampling_params import Sampling
     from hymt.languages import resolve
     from hymt.planner.decide import decision_for
     from hymt.planner.gpu import apply_memory_cap
-    from hymt.prompts import Sampling
     from hymt.settings import Settings
+    from hymt.translation.translator import start
 
     settings = Settings(
         model=str(model_dir),
@@ -35,7 +35,8 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
     apply_memory_cap(card)
     phases = []
     began = time.perf_counter()
-    engine = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))
+    translator = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))
+    engine = translator.engine
     record = {
         "card_gb": card,
         "profile": engine.decision.profile,
@@ -55,15 +56,15 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
         # Greedy tokens against `generate` on the same weights; bf16 kernels differ, so count the shared prefix.
         matches = []
         for text, source, target in SENTENCES[:4]:
-            job = engine.submit([(text, resolve(source))], resolve(target), greedy)
+            job = translator.submit([(text, resolve(source))], resolve(target), greedy)
             job.wait(600)
-            seq = job.sequences[0]
-            ids = torch.tensor([seq.prompt_ids], device=engine.runner.device)
+            request, output = job.requests[0], job.tokens[0]
+            ids = torch.tensor([request.prompt_ids], device=engine.runner.device)
             with torch.inference_mode():
                 out = model.generate(
                     ids,
                     attention_mask=torch.ones_like(ids),
-                    max_new_tokens=seq.max_new_tokens,
+                    max_new_tokens=request.max_new_tokens,
                     do_sample=False,
                     repetition_penalty=1.05,
                     eos_token_id=engine.runner.loaded.stop_ids,
@@ -71,32 +72,32 @@ def check(model_dir: Path, card: float, profile: str, identity: bool) -> dict:
                 )
             reference = out[0, ids.shape[1] :].tolist()
             same = next(
-                (i for i, (a, b) in enumerate(zip(reference, seq.output_ids)) if a != b),
-                min(len(reference), len(seq.output_ids)),
+                (i for i, (a, b) in enumerate(zip(reference, output)) if a != b),
+                min(len(reference), len(output)),
             )
-            matches.append({"tokens": len(seq.output_ids), "same_prefix": same, "prompt_ids": seq.prompt_ids})
+            matches.append({"tokens": len(output), "same_prefix": same, "prompt_ids": request.prompt_ids})
         record["greedy_vs_generate"] = matches
         record["logits_vs_transformers"] = compare_logits(engine, [m["prompt_ids"] for m in matches])
         for m in matches:
             del m["prompt_ids"]
     speeds = {}
-    for rows in sorted({1, 16, 64, engine.scheduler.max_in_flight}):
-        items = [(SENTENCES[i % len(SENTENCES)][0], resolve(SENTENCES[i % len(SENTENCES)][1])) for i in range(rows)]
+    for n in sorted({*(rows or (1, 16, 64)), engine.scheduler.max_in_flight}):
+        items = [(SENTENCES[i % len(SENTENCES)][0], resolve(SENTENCES[i % len(SENTENCES)][1])) for i in range(n)]
         before = dict(engine.runner.stats.steps), engine.runner.stats.step_s["decode"]
         t0 = time.perf_counter()
-        jobs = [engine.submit([item], resolve("de"), greedy, min_new_tokens=64) for item in items]
+        jobs = [translator.submit([item], resolve("de"), greedy, min_new_tokens=64) for item in items]
         for job in jobs:
             job.wait(600)
         elapsed = time.perf_counter() - t0
         steps = engine.runner.stats.steps["decode"] - before[0]["decode"]
-        speeds[rows] = {
+        speeds[n] = {
             "tok_s": round(sum(j.tokens_out for j in jobs) / elapsed, 1),
             "ms_per_decode_step": round((engine.runner.stats.step_s["decode"] - before[1]) * 1000 / max(1, steps), 2),
         }
     record["speed_by_rows"] = speeds
     record["oom_events"] = engine.runner.stats.oom_events
     record["peak_reserved_gb"] = round(torch.cuda.max_memory_reserved() / GIB, 2) if torch.cuda.is_available() else 0
-    engine.stop()
+    translator.stop()
     return record
 
 

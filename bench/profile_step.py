@@ -22,12 +22,12 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from hymt.engine import kernels  # noqa: E402
-from hymt.engine.startup import start  # noqa: E402
+from hymt.engine.sampling_params import Sampling  # noqa: E402
 from hymt.languages import resolve  # noqa: E402
 from hymt.planner.decide import decision_for  # noqa: E402
 from hymt.planner.gpu import apply_memory_cap  # noqa: E402
-from hymt.prompts import Sampling  # noqa: E402
 from hymt.settings import Settings  # noqa: E402
+from hymt.translation.translator import start  # noqa: E402
 
 TEXT = "Please keep your luggage with you at all times while inside the terminal building."
 
@@ -45,13 +45,13 @@ def table(prof, key: str, limit: int = 40) -> list[dict]:
     ]
 
 
-def timed(engine, sampling: Sampling, tokens: int) -> dict:
+def timed(translator, sampling: Sampling, tokens: int) -> dict:
     """One job of at least `tokens` output tokens (random weights stop only at the segment's output cap): its
     rate end to end, and the rate of its decoding steps alone (from the runner's own count and wall time)."""
-    stats = engine.runner.stats
+    stats = translator.engine.runner.stats
     steps, step_s = stats.steps["decode"], stats.step_s["decode"]
     started = time.perf_counter()
-    job = engine.submit([(TEXT, resolve("en"))], resolve("de"), sampling, min_new_tokens=tokens)
+    job = translator.submit([(TEXT, resolve("en"))], resolve("de"), sampling, min_new_tokens=tokens)
     job.wait(120)
     seconds = time.perf_counter() - started
     decode_steps, decode_s = stats.steps["decode"] - steps, stats.step_s["decode"] - step_s
@@ -84,7 +84,8 @@ def main() -> int:
     )
     decision = decision_for(settings)
     apply_memory_cap(args.card)
-    engine = start(settings, decision)
+    translator = start(settings, decision)
+    engine = translator.engine
     record = {
         "card_gb": args.card,
         "profile": engine.decision.profile,
@@ -97,8 +98,8 @@ def main() -> int:
     }
     runs = {}
     for name, sampling in (("greedy", Sampling(greedy=True)), ("official", Sampling())):
-        engine.submit([(TEXT, resolve("en"))], resolve("de"), sampling, min_new_tokens=args.tokens).wait(120)
-        runs[name] = timed(engine, sampling, args.tokens)
+        translator.submit([(TEXT, resolve("en"))], resolve("de"), sampling, min_new_tokens=args.tokens).wait(120)
+        runs[name] = timed(translator, sampling, args.tokens)
     record["job"] = runs
     graph = engine.runner.graphs.get(1)
     if graph is not None:
@@ -114,10 +115,10 @@ def main() -> int:
         torch.cuda.synchronize()
         record["graph_replay_ms"] = round(begin.elapsed_time(end) / 100, 3)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        engine.submit([(TEXT, resolve("en"))], resolve("de"), Sampling(), min_new_tokens=32).wait(120)
+        translator.submit([(TEXT, resolve("en"))], resolve("de"), Sampling(), min_new_tokens=32).wait(120)
     record["host_ops_by_self_cpu"] = table(prof, "self_cpu_time_total")
     record["kernels_by_device_time"] = table(prof, "self_device_time_total")
-    engine.stop()
+    translator.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(

@@ -21,7 +21,7 @@ import torch
 from hymt.engine import kernels
 from hymt.engine.kernels.sampling import BLOCK, TOP, _vocabulary_pass
 from hymt.engine.sampler import CAPTURED_TOP_K, Sampler
-from hymt.prompts import Sampling
+from hymt.engine.sampling_params import Sampling
 
 
 def graph_us(call, replays: int = 50) -> float:

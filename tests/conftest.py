@@ -1,4 +1,4 @@
-"""Shared fixtures: one tiny test model per run, and a CPU engine on it."""
+"""Shared fixtures: one tiny test model per run, and a CPU translator on it."""
 
 from __future__ import annotations
 
@@ -23,19 +23,21 @@ def test_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def cpu_settings(test_model) -> Settings:
-    # Short outputs keep the random-weight model fast; greedy keeps it deterministic.
-    return Settings(model=str(test_model), profile="cpu", greedy=True, max_new_tokens=12)
+def cpu_settings(test_model, tmp_path_factory) -> Settings:
+    # Short outputs keep the random-weight model fast; greedy keeps it deterministic. Document jobs are kept in a
+    # folder of the run's own.
+    data = tmp_path_factory.mktemp("data")
+    return Settings(model=str(test_model), profile="cpu", greedy=True, max_new_tokens=12, data_dir=str(data))
 
 
 @pytest.fixture(scope="session")
-def engine(cpu_settings):
-    from hymt.engine.startup import start
+def translator(cpu_settings):
     from hymt.planner.decide import decision_for
+    from hymt.translation.translator import start
 
-    eng = start(cpu_settings, decision_for(cpu_settings))
-    yield eng
-    eng.stop()
+    translator = start(cpu_settings, decision_for(cpu_settings))
+    yield translator
+    translator.stop()
 
 
 @pytest.fixture(scope="session")
@@ -60,16 +62,16 @@ def family_model(tmp_path_factory):
 
 
 @pytest.fixture
-def in_process(engine, monkeypatch):
-    """A TestClient on the app around the session's engine, once it serves; the engine outlives the app."""
+def in_process(translator, monkeypatch):
+    """A TestClient on the app around the session's translator, once it serves; the translator outlives the app."""
     import time
 
     from starlette.testclient import TestClient
 
     from hymt.api.app import create_app
 
-    monkeypatch.setattr(engine, "stop", lambda: None)
-    app = create_app(engine.settings, engine.decision, engine_factory=lambda settings, decision, on_phase: engine)
+    monkeypatch.setattr(translator, "stop", lambda: None)
+    app = create_app(translator.settings, translator.decision, factory=lambda settings, decision, on_phase: translator)
     with TestClient(app, raise_server_exceptions=False) as client:
         deadline = time.monotonic() + 30
         while client.get("/health").status_code != 200 and time.monotonic() < deadline:

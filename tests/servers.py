@@ -43,6 +43,9 @@ def free_port() -> int:
 
 
 class Server:
+    """`hymt serve` on the model; its document jobs are kept beside its log (a restart with the same log path
+    finds them) unless HYMT_DATA_DIR says where."""
+
     def __init__(self, model: Path, log_path: Path, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -53,6 +56,7 @@ class Server:
             "HYMT_MAX_NEW_TOKENS": "12",
             "HYMT_PROFILE": "cpu",
             "HYMT_LOG_LEVEL": "info",
+            "HYMT_DATA_DIR": str(log_path.with_suffix(".data")),
             **env,
         }
         self.log = open(log_path, "w")

@@ -53,7 +53,8 @@ def _translate_text(args, settings: Settings, source, target) -> int:
     """Text (standard input, or a .txt without -o) to standard output, line for line."""
     from tqdm import tqdm
 
-    from . import detect, prompts
+    from . import detect
+    from .engine.sampling_params import Sampling
 
     try:
         if args.input == "-":
@@ -68,7 +69,7 @@ def _translate_text(args, settings: Settings, source, target) -> int:
         source = found.language if found else None
 
     began = time.perf_counter()
-    engine = _start_engine(settings)
+    translator = _start_translator(settings)
     started = time.perf_counter()
     try:
         bar = None
@@ -77,7 +78,7 @@ def _translate_text(args, settings: Settings, source, target) -> int:
             if bar is not None and event.kind == "segment":
                 bar.update(1)
 
-        job = engine.submit([(text, source)], target, prompts.Sampling(greedy=settings.greedy), listener=progress)
+        job = translator.submit([(text, source)], target, Sampling(greedy=settings.greedy), listener=progress)
         if job.num_segments > 1:
             bar = tqdm(total=job.num_segments, unit="seg", file=sys.stderr, desc="translating")
             bar.update(job.num_done)
@@ -88,28 +89,28 @@ def _translate_text(args, settings: Settings, source, target) -> int:
                 bar.close()
         if args.stats:
             print(
-                json.dumps({"stats": _stats(engine, job, time.perf_counter() - started, started - began)}),
+                json.dumps({"stats": _stats(translator, job, time.perf_counter() - started, started - began)}),
                 file=sys.stderr,
             )
     finally:
-        engine.stop()
+        translator.stop()
     sys.stdout.write(result)
     sys.stdout.flush()
     return 0
 
 
-def _start_engine(settings: Settings):
-    from .engine import startup as engine_mod
+def _start_translator(settings: Settings):
     from .planner.decide import decision_for
     from .planner.gpu import apply_memory_cap
+    from .translation.translator import start
 
     decision = decision_for(settings)
     apply_memory_cap(settings.gpu_memory_gb)
     # Loading takes from seconds to minutes: say what is happening meanwhile, on stderr.
     print(f"hymt: loading {settings.model} (profile {decision.profile})", file=sys.stderr, flush=True)
-    engine = engine_mod.start(settings, decision, lambda text: print(f"hymt: {text}", file=sys.stderr, flush=True))
+    translator = start(settings, decision, lambda text: print(f"hymt: {text}", file=sys.stderr, flush=True))
     print("hymt: model ready", file=sys.stderr, flush=True)
-    return engine
+    return translator
 
 
 def _output_path(args, ext: str, target) -> str:
@@ -147,8 +148,9 @@ def _translate_document(args, settings: Settings, source, target) -> int:
             data = f.read(settings.max_file_bytes + 1)  # one byte more than the limit is enough to refuse it
     except OSError as exc:
         raise BadRequest(f"cannot read {args.input}: {exc}") from None
-    upload = asyncio.run(pipeline.open_upload(settings, ext, os.path.basename(args.input), data, source, target))
     output = _output_path(args, ext, target)
+    name = os.path.basename(output)
+    upload = asyncio.run(pipeline.open_upload(settings, ext, name, data, source, target))
     if upload.prepared.texts:
         service = _local_service(settings)
         bar = tqdm(total=len(upload.prepared.texts), unit="seg", file=sys.stderr, desc=os.path.basename(args.input))
@@ -158,7 +160,7 @@ def _translate_document(args, settings: Settings, source, target) -> int:
             )
         finally:
             bar.close()
-            service.stop_engines()
+            service.stop_translators()
     else:
         result = documents.finish(upload.prepared, [])  # nothing to translate, so no model is loaded
     _write(output, result.data)
@@ -170,8 +172,8 @@ def _local_service(settings: Settings):
     """The server's service around an engine loaded here, for the path documents take in the server."""
     from .api.service import Service
 
-    engine = _start_engine(settings)
-    return Service(settings=settings, decision=engine.decision, engine=engine, phase="ready")
+    translator = _start_translator(settings)
+    return Service(settings=settings, decision=translator.decision, translator=translator, phase="ready")
 
 
 def _translate_remote(args, source, target, ext: str | None) -> int:
@@ -228,13 +230,13 @@ def _translate_remote(args, source, target, ext: str | None) -> int:
     return 0
 
 
-def _stats(engine, job, seconds: float, startup_s: float) -> dict:
+def _stats(translator, job, seconds: float, startup_s: float) -> dict:
     peak = 0.0
-    if engine.runner.device.type == "cuda":
+    if translator.decision.device == "cuda":
         import torch
 
         peak = torch.cuda.max_memory_reserved() / 2**30
-    stats = engine.runner.stats
+    now = translator.snapshot()
     return {
         "segments": job.num_segments,
         "segments_done": job.num_done,
@@ -243,7 +245,7 @@ def _stats(engine, job, seconds: float, startup_s: float) -> dict:
         "tok_s": round(job.tokens_out / max(seconds, 1e-9), 1),
         "startup_s": round(startup_s, 1),
         "peak_reserved_gb": round(peak, 2),
-        "oom_events": stats.oom_events,
-        "max_in_flight": stats.max_in_flight_seen,
-        "profile": engine.decision.profile,
+        "oom_events": now.oom_events,
+        "max_in_flight": now.max_in_flight_seen,
+        "profile": translator.decision.profile,
     }

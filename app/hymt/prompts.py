@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from .engine.sampling_params import Sampling
 from .family import HUNYUAN_MT_7B, Family
 from .glossary import Term
 from .languages import Language, is_chinese
@@ -119,28 +119,6 @@ FUSION_TEMPLATE = (
     "The {source} segment:\n```{text}```\n\n"
     "The multiple {target} translations:\n{candidates}"
 )
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Decoding settings; the defaults are the ones the model card recommends."""
-
-    greedy: bool = False
-    top_k: int = 20
-    top_p: float = 0.6
-    temperature: float = 0.7
-    repetition_penalty: float = 1.05
-
-    def generate_kwargs(self) -> dict:
-        if self.greedy:
-            return {"do_sample": False, "repetition_penalty": self.repetition_penalty}
-        return {
-            "do_sample": True,
-            "top_k": self.top_k,
-            "top_p": self.top_p,
-            "temperature": self.temperature,
-            "repetition_penalty": self.repetition_penalty,
-        }
 
 
 # Quality "best": the six decoding settings of the candidates Chimera fuses (its candidates came from Hunyuan-MT-7B

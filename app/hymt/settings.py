@@ -43,13 +43,24 @@ class Settings:
     max_texts: int = 64
     max_upload_bytes: int = 2_000_000
     max_queue_segments: int = 2048
-    # Document translation: the largest file accepted, how long a translated file stays downloadable, and the
-    # folder that holds them (None: a private temporary folder made at start and removed at stop).
+    # Document translation: the largest file accepted, and how long an ended document job (its file) is kept.
     max_file_bytes: int = 20_000_000
     file_retention_s: float = 3600.0
-    files_dir: str | None = None
-    # A request is refused at once (429) unless its segments can be expected to start within this many seconds.
+    # An interactive request is refused at once (429) unless its segments can be expected to start within this many
+    # seconds behind the interactive work ahead of it.
     max_queue_wait_s: float = 30.0
+    # Batch work (documents, and requests of more than interactive_max_segments segments) waits behind interactive
+    # work but keeps at least this share of the rows in flight whenever it has segments waiting; its own queue holds
+    # this many segments at most.
+    interactive_max_segments: int = 32
+    batch_min_share: float = 0.25
+    max_batch_queue_segments: int = 16384
+    # Document jobs: where they are kept (SQLite and the files beside it; None: the user's data folder), how many
+    # translate at once, and how much the queue of unfinished ones may hold (its documents' texts and bytes).
+    data_dir: str | None = None
+    max_running_jobs: int = 8
+    max_queued_job_segments: int = 1_000_000
+    max_queued_job_bytes: int = 2_000_000_000
     # On SIGTERM: seconds to finish the requests in flight (new ones get 503) before exiting. Keep it below the
     # supervisord and compose stop timeouts, which end the process the hard way.
     drain_grace_s: float = 20.0
@@ -87,6 +98,14 @@ class Settings:
     fusion_model: str | None = None
 
     @property
+    def data_folder(self) -> str:
+        """HYMT_DATA_DIR, or the user's data folder ($XDG_DATA_HOME/hymt, else ~/.local/share/hymt)."""
+        if self.data_dir:
+            return self.data_dir
+        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        return os.path.join(base, "hymt")
+
+    @property
     def supervisor_url(self) -> str:
         return f"unix://{self.run_dir}/supervisor.sock"
 
@@ -117,6 +136,11 @@ class Settings:
             "max_file_bytes",
             "file_retention_s",
             "max_queue_wait_s",
+            "interactive_max_segments",
+            "max_batch_queue_segments",
+            "max_running_jobs",
+            "max_queued_job_segments",
+            "max_queued_job_bytes",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -127,6 +151,10 @@ class Settings:
         for name in ("drain_grace_s", "rate_limit_per_key", "rate_limit_per_address"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be 0 or more, not {getattr(self, name)}")
+        if not 0 <= self.batch_min_share < 1:
+            raise ConfigError(
+                f"HYMT_BATCH_MIN_SHARE must be from 0 up to (not including) 1, not {self.batch_min_share}"
+            )
         if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:
             raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")
         if self.gpu_memory_gb is not None and self.gpu_memory_gb <= 0:

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from hymt.engine import adapters as registry
+from hymt.engine.sampling_params import Sampling
 from hymt.errors import ConfigError
 from hymt.languages import resolve
-from hymt.prompts import Sampling
 
 GREEDY = Sampling(greedy=True)
 
@@ -34,31 +34,31 @@ def manifest(test_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lora_engine(cpu_settings, manifest):
-    from hymt.engine.startup import start
+def lora_translator(cpu_settings, manifest):
     from hymt.planner.decide import decision_for
+    from hymt.translation.translator import start
 
     settings = cpu_settings.replace(adapters=str(manifest))
-    eng = start(settings, decision_for(settings))
-    yield eng
-    eng.stop()
+    translator = start(settings, decision_for(settings))
+    yield translator
+    translator.stop()
 
 
 TEXT = [("The weather is nice today.", resolve("en"))]
 
 
-def test_adapter_changes_its_direction_only(engine, lora_engine):
-    base_bo = engine.submit(TEXT, resolve("bo"), GREEDY).wait(120)
-    lora_bo = lora_engine.submit(TEXT, resolve("bo"), GREEDY).wait(120)
+def test_adapter_changes_its_direction_only(translator, lora_translator):
+    base_bo = translator.submit(TEXT, resolve("bo"), GREEDY).wait(120)
+    lora_bo = lora_translator.submit(TEXT, resolve("bo"), GREEDY).wait(120)
     assert lora_bo != base_bo
-    base_zh = engine.submit(TEXT, resolve("zh"), GREEDY).wait(120)
-    lora_zh = lora_engine.submit(TEXT, resolve("zh"), GREEDY).wait(120)
+    base_zh = translator.submit(TEXT, resolve("zh"), GREEDY).wait(120)
+    lora_zh = lora_translator.submit(TEXT, resolve("zh"), GREEDY).wait(120)
     assert lora_zh == base_zh
 
 
-def test_mixed_directions_in_flight_are_batched_apart(lora_engine, monkeypatch):
-    runner, adapters_per_step = lora_engine.runner, []
-    for name in ("prefill", "decode"):
+def test_mixed_directions_in_flight_are_batched_apart(lora_translator, monkeypatch):
+    runner, adapters_per_step = lora_translator.engine.runner, []
+    for name in ("prefill", "launch"):
         real = getattr(runner, name)
 
         def recording(items, real=real, name=name):
@@ -67,12 +67,12 @@ def test_mixed_directions_in_flight_are_batched_apart(lora_engine, monkeypatch):
             return real(items)
 
         monkeypatch.setattr(runner, name, recording)
-    bo = lora_engine.submit(TEXT, resolve("bo"), GREEDY)
-    zh = lora_engine.submit(TEXT, resolve("zh"), GREEDY)
+    bo = lora_translator.submit(TEXT, resolve("bo"), GREEDY)
+    zh = lora_translator.submit(TEXT, resolve("zh"), GREEDY)
     together = (bo.wait(120), zh.wait(120))
     assert together == (
-        lora_engine.submit(TEXT, resolve("bo"), GREEDY).wait(120),
-        lora_engine.submit(TEXT, resolve("zh"), GREEDY).wait(120),
+        lora_translator.submit(TEXT, resolve("bo"), GREEDY).wait(120),
+        lora_translator.submit(TEXT, resolve("zh"), GREEDY).wait(120),
     )
     assert {"en-bo"} in adapters_per_step and {None} in adapters_per_step
     assert all(len(step) == 1 for step in adapters_per_step)

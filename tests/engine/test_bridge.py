@@ -34,15 +34,15 @@ def _imported(path: Path) -> set[str]:
 def test_documents_import_nothing_from_the_engine():
     assert _imported(DOCUMENTS / "translate.py") >= {"hymt.prompts", "hymt.documents.inline"}  # the resolver works
     for path in sorted(DOCUMENTS.glob("*.py")):
-        engine = sorted(m for m in _imported(path) if m == "hymt.engine" or m.startswith("hymt.engine."))
-        assert not engine, f"{path.name} imports {engine}"
+        below = sorted(m for m in _imported(path) if m.split(".")[:2] in (["hymt", "engine"], ["hymt", "translation"]))
+        assert not below, f"{path.name} imports {below}"
 
 
 @pytest.fixture
-def service(engine):
+def service(translator):
     from hymt.api.service import Service
 
-    return Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    return Service(settings=translator.settings, decision=translator.decision, translator=translator)
 
 
 def _upload(service, lines: int):
@@ -58,34 +58,38 @@ def test_progress_comes_from_the_jobs_as_each_text_settles(service):
     from hymt.api import pipeline
 
     upload = _upload(service, 12)
-
-    async def steps():
-        return [step async for step in pipeline.translate_with_progress(service, upload, None)]
-
-    seen = asyncio.run(steps())
-    assert seen[:-1] == [(n, 12) for n in range(1, 13)]
-    assert isinstance(seen[-1], documents.Result) and seen[-1].segments == 12
-    assert seen[-1].data.decode().count("\n") == 11
+    seen: list = []
+    result = asyncio.run(pipeline.translate(service, upload, None, lambda done, total: seen.append((done, total))))
+    assert seen == [(n, 12) for n in range(1, 13)]
+    assert isinstance(result, documents.Result) and result.segments == 12
+    assert result.data.decode().count("\n") == 11
 
 
-def test_a_consumer_that_leaves_stops_the_document(service, engine):
-    from hymt.api import pipeline
+def test_a_consumer_that_leaves_stops_the_document(service, translator):
+    from hymt.api import bridge, pipeline
 
-    upload = _upload(service, 300)
-    before = engine.runner.stats.segments
+    upload = _upload(service, 1000)  # eight parts: three at a time in the engine
+    before = translator.snapshot().segments
 
     async def leave_after_the_first_step():
-        steps = pipeline.translate_with_progress(service, upload, None)
-        first = await anext(steps)
-        await steps.aclose()
-        return first
+        first: asyncio.Future = asyncio.get_running_loop().create_future()
 
-    assert asyncio.run(leave_after_the_first_step())[1] == 300
+        def progress(done, total):
+            if not first.done():
+                first.set_result((done, total))
+
+        work = asyncio.ensure_future(pipeline.translate(service, upload, None, progress))
+        settled = await first
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        return settled
+
+    assert asyncio.run(leave_after_the_first_step())[1] == 1000
     deadline = time.monotonic() + 10
-    while (engine.queue_depth or engine.in_flight) and time.monotonic() < deadline:
+    while (translator.snapshot().queue_depth or translator.snapshot().in_flight) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert engine.queue_depth == 0 and engine.in_flight == 0
-    assert engine.runner.stats.segments - before < 300
+    assert translator.snapshot().queue_depth == 0 and translator.snapshot().in_flight == 0
+    assert translator.snapshot().segments - before <= (bridge.PARTS_AHEAD + 1) * bridge.PART_TEXTS
 
 
 def test_html_fragments_are_read_and_written_off_the_event_loop(in_process, monkeypatch):
@@ -114,12 +118,12 @@ def test_html_fragments_are_read_and_written_off_the_event_loop(in_process, monk
     assert on_loop == []
 
 
-def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
+def test_bold_italic_and_link_keep_their_words_on_the_test_model(translator):
     from hymt.api import pipeline
     from hymt.api.service import Service
     from hymt.languages import resolve
 
-    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    service = Service(settings=translator.settings, decision=translator.decision, translator=translator)
     upload = asyncio.run(
         pipeline.open_upload(
             service.settings, ".docx", "three.docx", samples.docx_three_runs(), resolve("en"), resolve("de")
@@ -135,25 +139,25 @@ def test_bold_italic_and_link_keep_their_words_on_the_test_model(engine):
     assert len(links) == 1 and links[0].strip() and links[0] != "the site"
 
 
-def test_a_documents_glossary_and_context_go_with_each_of_its_parts(engine, monkeypatch):
+def test_a_documents_glossary_and_context_go_with_each_of_its_parts(translator, monkeypatch):
     """The request's options reach every job of a document (with the formatted prompt for texts with markup), and
     a glossary term that occurs in a text goes into that text's prompt."""
     from hymt.api import pipeline
     from hymt.api.service import Service
-    from hymt.engine.jobs import Options
     from hymt.glossary import Term
     from hymt.languages import resolve
+    from hymt.translation.jobs import Options
 
     submitted = []
-    submit = engine.submit
+    submit = translator.submit
 
     def recording(*args, **kwargs):
         job = submit(*args, **kwargs)
         submitted.append((kwargs["options"], job))
         return job
 
-    monkeypatch.setattr(engine, "submit", recording)
-    service = Service(settings=engine.settings, decision=engine.decision, engine=engine)
+    monkeypatch.setattr(translator, "submit", recording)
+    service = Service(settings=translator.settings, decision=translator.decision, translator=translator)
     options = Options(glossary=(Term("GPU", "Grafikkarte"),), context=False)
     text = b"The GPU is fast.\n\nA line without the term.\n"
     upload = asyncio.run(

@@ -9,6 +9,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from hymt import prompts
+from hymt.engine.sampling_params import Sampling
 from hymt.errors import ConfigError, ModelLoadError
 from hymt.family import CHIMERA_7B, FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT2_7B, HY_MT15_1_8B, HY_MT15_7B, identify
 from hymt.glossary import Term
@@ -156,7 +157,8 @@ def test_hy_mt2_style_and_background_prompts_are_the_official_ones():
 def test_decoding_defaults_are_each_members_published_ones():
     # Hunyuan-MT, HY-MT1.5 and Hy-MT2 (1.8B and 7B) READMEs: the same four values; Hy-MT2 adds max_tokens 4096.
     published = {"top_k": 20, "top_p": 0.6, "repetition_penalty": 1.05, "temperature": 0.7}
-    assert {k: v for k, v in prompts.Sampling().generate_kwargs().items() if k != "do_sample"} == published
+    defaults = Sampling()
+    assert {k: getattr(defaults, k) for k in published} == published and not defaults.greedy
     assert {f.key: f.max_new_tokens for f in FAMILIES.values() if f.max_new_tokens} == {
         "hy-mt2-7b": 4096,
         "hy-mt2-1.8b": 4096,

@@ -81,37 +81,37 @@ def test_bad_glossary_at_start_is_one_line(tmp_path):
         Glossaries(str(bad))
 
 
-def _prompts(engine, job) -> list[str]:
-    return [engine.runner.loaded.tokenizer.decode(s.prompt_ids) for s in job.sequences]
+def _prompts(translator, job) -> list[str]:
+    return [translator.tokenizer.decode(s.prompt_ids) for s in job.requests]
 
 
 @pytest.fixture(scope="module")
-def hy_mt15_engine(family_model, tmp_path_factory):
-    from hymt.engine.startup import start
+def hy_mt15_translator(family_model, tmp_path_factory):
     from hymt.planner.decide import decision_for
     from hymt.settings import Settings
+    from hymt.translation.translator import start
 
     folder = tmp_path_factory.mktemp("glossaries")
     (folder / "server.tsv").write_text("en\tde\ndriver\tTreiber\n")
     settings = Settings(
         model=str(family_model("hy-mt1.5-7b")), profile="cpu", greedy=True, max_new_tokens=12, glossaries=str(folder)
     )
-    eng = start(settings, decision_for(settings))
-    yield eng
-    eng.stop()
+    translator = start(settings, decision_for(settings))
+    yield translator
+    translator.stop()
 
 
-def test_hy_mt15_document_gets_context_and_terms(hy_mt15_engine):
-    from hymt.engine.jobs import Options
-    from hymt.prompts import Sampling
+def test_hy_mt15_document_gets_context_and_terms(hy_mt15_translator):
+    from hymt.engine.sampling_params import Sampling
+    from hymt.translation.jobs import Options
 
     text = "The first sentence.\nThe GPU is fast.\nIts driver is new.\nThe end."
-    job = hy_mt15_engine.submit(
+    job = hy_mt15_translator.submit(
         [(text, EN)], DE, Sampling(greedy=True), options=Options(glossary=(Term("GPU", "Grafikkarte"),))
     )
     job.wait(120)
     first, gpu, driver, end = [
-        p.removeprefix("<|startoftext|>").removesuffix("<|extra_0|>") for p in _prompts(hy_mt15_engine, job)
+        p.removeprefix("<|startoftext|>").removesuffix("<|extra_0|>") for p in _prompts(hy_mt15_translator, job)
     ]
     assert (
         first == "Translate the following segment into German, without additional explanation.\n\nThe first sentence."
@@ -131,35 +131,35 @@ def test_hy_mt15_document_gets_context_and_terms(hy_mt15_engine):
     assert gpu.startswith("译文必须严格使用下面的术语译法：")
 
 
-def test_context_stays_within_its_token_budget_and_can_be_turned_off(hy_mt15_engine):
-    from hymt.engine.jobs import Options
-    from hymt.prompts import Sampling
+def test_context_stays_within_its_token_budget_and_can_be_turned_off(hy_mt15_translator):
+    from hymt.engine.sampling_params import Sampling
+    from hymt.translation.jobs import Options
 
     text = "\n".join(f"Sentence number {n} of a long document with many words in it." for n in range(40))
-    job = hy_mt15_engine.submit([(text, EN)], FR, Sampling(greedy=True))
+    job = hy_mt15_translator.submit([(text, EN)], FR, Sampling(greedy=True))
     job.wait(120)
-    last = _prompts(hy_mt15_engine, job)[-1]
+    last = _prompts(hy_mt15_translator, job)[-1]
     context = last.removeprefix("<|startoftext|>").split("\n参考上面的信息")[0]
     assert context.endswith("Sentence number 38 of a long document with many words in it.")
     assert "Sentence number 0 " not in context
-    assert hy_mt15_engine.runner.count_tokens(context) <= hy_mt15_engine.settings.context_tokens + 40
-    off = hy_mt15_engine.submit([(text, EN)], FR, Sampling(greedy=True), options=Options(context=False))
+    assert hy_mt15_translator.count_tokens(context) <= hy_mt15_translator.settings.context_tokens + 40
+    off = hy_mt15_translator.submit([(text, EN)], FR, Sampling(greedy=True), options=Options(context=False))
     off.wait(120)
-    assert not any("参考上面的信息" in p for p in _prompts(hy_mt15_engine, off))
+    assert not any("参考上面的信息" in p for p in _prompts(hy_mt15_translator, off))
 
 
-def test_hunyuan_mt_7b_has_no_context_and_its_own_terminology_prompt(engine):
-    from hymt.engine.jobs import Options
-    from hymt.prompts import Sampling
+def test_hunyuan_mt_7b_has_no_context_and_its_own_terminology_prompt(translator):
+    from hymt.engine.sampling_params import Sampling
+    from hymt.translation.jobs import Options
 
-    job = engine.submit(
+    job = translator.submit(
         [("First line.\nThe GPU.", EN)],
         ZH,
         Sampling(greedy=True),
         options=Options(glossary=(Term("GPU", "图形处理器"),)),
     )
     job.wait(120)
-    first, second = _prompts(engine, job)
+    first, second = _prompts(translator, job)
     assert first == "<|startoftext|>把下面的文本翻译成中文，不要额外解释。\n\nFirst line.<|extra_0|>"
     assert second.endswith("GPU 翻译成 图形处理器\n\n把下面的文本翻译成中文，不要额外解释。\n\nThe GPU.<|extra_0|>")
-    assert engine.identified.source == "config.json" and engine.family.name == "Hunyuan-MT-7B"
+    assert translator.identified.source == "config.json" and translator.family.name == "Hunyuan-MT-7B"

@@ -135,7 +135,7 @@ def check_sample(device: str, dtype: torch.dtype) -> None:
     over 300 entries, and fewer draws; a GPU the real sizes over 10,000 entries (three blocks, the last part-filled)."""
     from hymt.engine import kernels
     from hymt.engine.sampler import Sampler
-    from hymt.prompts import Sampling
+    from hymt.engine.sampling_params import Sampling
 
     gpu = device == "cuda"
     vocab, group, steps = (10_000, 128, 8) if gpu else (300, 24, 3)

@@ -1,5 +1,5 @@
 """Each model of the family on its own test model, through the real engine on the CPU: the loader finds the member's
-stop token and template, the prompt the engine sends is the member's official one, decoding matches transformers'
+stop token and template, the prompt the translator sends is the member's official one, decoding matches transformers'
 `generate`, and the member's stop token ends a segment."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import shutil
 import pytest
 import torch
 
-from hymt.engine.jobs import Options
+from hymt.engine.sampling_params import Sampling
 from hymt.errors import BadRequest
 from hymt.family import FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B
 from hymt.languages import resolve
-from hymt.prompts import Sampling
 from hymt.settings import Settings
+from hymt.translation.jobs import Options
 
 GREEDY = Sampling(greedy=True)
 EN, DE = resolve("en"), resolve("de")
@@ -23,17 +23,17 @@ TEXT = "Hello world. How are you?"
 STOP_IDS = {"7b": 127960, "1.8b": 120020}
 
 
-def start_engine(checkpoint, **changes):
-    from hymt.engine.startup import start
+def start_translator(checkpoint, **changes):
     from hymt.planner.decide import decision_for
+    from hymt.translation.translator import start
 
     settings = Settings(model=str(checkpoint), profile="cpu", greedy=True, max_new_tokens=12).replace(**changes)
     return start(settings, decision_for(settings))
 
 
-def generated(engine, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+def generated(translator, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
     """transformers' greedy `generate`, stopping where the engine stops."""
-    loaded = engine.runner.loaded
+    loaded = translator.engine.runner.loaded
     ids = torch.tensor([prompt_ids])
     out = loaded.model.generate(
         ids,
@@ -63,18 +63,18 @@ def official_prompt(family) -> str:
 
 @pytest.mark.parametrize("family", list(FAMILIES.values()), ids=list(FAMILIES))
 def test_each_member_is_served_with_its_prompt_and_stop_token_as_generate_decodes(family_model, family):
-    engine = start_engine(family_model(family.key))
+    translator = start_translator(family_model(family.key))
     try:
-        loaded = engine.runner.loaded
-        assert engine.family is family and loaded.stop_ids[0] == STOP_IDS[family.chat.key]
-        job = engine.submit([(TEXT, EN)], DE, GREEDY)
+        loaded = translator.engine.runner.loaded
+        assert translator.family is family and loaded.stop_ids[0] == STOP_IDS[family.chat.key]
+        job = translator.submit([(TEXT, EN)], DE, GREEDY)
         (translated,) = job.wait(120)
-        seq = job.sequences[0]
-        assert loaded.tokenizer.decode(seq.prompt_ids) == official_prompt(family)
-        assert seq.output_ids == generated(engine, seq.prompt_ids, seq.max_new_tokens)
+        request = job.requests[0]
+        assert loaded.tokenizer.decode(request.prompt_ids) == official_prompt(family)
+        assert job.tokens[0] == generated(translator, request.prompt_ids, request.max_new_tokens)
         assert translated.strip()  # random weights, but text: the 1.8B's answers are not its own marker repeated
     finally:
-        engine.stop()
+        translator.stop()
 
 
 @pytest.mark.parametrize("key", [HUNYUAN_MT_7B.key, HY_MT2_1_8B.key])
@@ -85,26 +85,26 @@ def test_the_members_stop_token_ends_a_segment(family_model, tmp_path, key):
 
     checkpoint = tmp_path / "stopping"
     shutil.copytree(family_model(key), checkpoint)
-    engine = start_engine(checkpoint)
+    translator = start_translator(checkpoint)
     try:
-        first = engine.submit([(TEXT, EN)], DE, GREEDY)
+        first = translator.submit([(TEXT, EN)], DE, GREEDY)
         first.wait(120)
-        chosen = first.sequences[0].output_ids[0]
+        chosen = first.tokens[0][0]
     finally:
-        engine.stop()
+        translator.stop()
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
     stop = STOP_IDS[FAMILIES[key].chat.key]
     with torch.no_grad():
         head = model.get_output_embeddings().weight  # the embeddings themselves where they are tied
         head[stop] = 10 * head[chosen]
     model.save_pretrained(checkpoint)
-    engine = start_engine(checkpoint)
+    translator = start_translator(checkpoint)
     try:
-        job = engine.submit([(TEXT, EN)], DE, GREEDY)
-        assert job.wait(120) == [""] and job.sequences[0].output_ids == []
-        assert generated(engine, job.sequences[0].prompt_ids, 12) == []
+        job = translator.submit([(TEXT, EN)], DE, GREEDY)
+        assert job.wait(120) == [""] and job.tokens[0] == []
+        assert generated(translator, job.requests[0].prompt_ids, 12) == []
     finally:
-        engine.stop()
+        translator.stop()
 
 
 def test_the_small_models_eod_is_its_stop_token(family_model):
@@ -115,34 +115,34 @@ def test_the_small_models_eod_is_its_stop_token(family_model):
 
 
 def test_style_and_background_go_into_the_prompt_or_are_refused(family_model):
-    engine = start_engine(family_model(HY_MT2_1_8B.key))
+    translator = start_translator(family_model(HY_MT2_1_8B.key))
     try:
-        job = engine.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal"))
+        job = translator.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal"))
         job.wait(120)
-        prompt = engine.runner.loaded.tokenizer.decode(job.sequences[0].prompt_ids)
+        prompt = translator.tokenizer.decode(job.requests[0].prompt_ids)
         assert "the translation style must strictly conform to [formal]:\n\n" + TEXT in prompt
         with pytest.raises(BadRequest, match="cannot be combined") as both:
-            engine.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal", background="A letter."))
+            translator.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal", background="A letter."))
         assert both.value.status == 422
     finally:
-        engine.stop()
-    engine = start_engine(family_model(HUNYUAN_MT_7B.key))
+        translator.stop()
+    translator = start_translator(family_model(HUNYUAN_MT_7B.key))
     try:
         with pytest.raises(BadRequest, match="official style prompt.*Hunyuan-MT-7B") as refused:
-            engine.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal"))
+            translator.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal"))
         assert refused.value.status == 422 and refused.value.error_type == "unsupported_style"
     finally:
-        engine.stop()
+        translator.stop()
 
 
 def test_the_output_cap_of_hy_mt2_bounds_the_setting(family_model):
-    engine = start_engine(family_model(HY_MT2_1_8B.key), max_new_tokens=8000, max_segment_tokens=4096)
+    translator = start_translator(family_model(HY_MT2_1_8B.key), max_new_tokens=8000, max_segment_tokens=4096)
     try:
         text = "word " * 500
-        job = engine.submit([(text, EN)], DE, GREEDY)
-        engine.cancel(job)
-        (seq,) = job.sequences
+        job = translator.submit([(text, EN)], DE, GREEDY)
+        translator.cancel(job)
+        (seq,) = job.requests
         # The setting (8000) and the source (three times its tokens and 16) allowed more.
-        assert seq.max_new_tokens == 4096 < 3 * engine.runner.count_tokens(text) + 16
+        assert seq.max_new_tokens == 4096 < 3 * translator.count_tokens(text) + 16
     finally:
-        engine.stop()
+        translator.stop()

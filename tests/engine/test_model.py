@@ -7,11 +7,11 @@ import torch
 from hymt.engine.kvcache import KVArena
 
 
-def test_padded_decoding_attention_equals_per_segment_attention(engine):
+def test_padded_decoding_attention_equals_per_segment_attention(translator):
     """The GPU fallback's one masked call for a decoding batch against the per-segment path."""
     from hymt.engine.model import Batch
 
-    decoder = engine.runner.decoder
+    decoder = translator.engine.runner.decoder
     arena = KVArena(1, 64, decoder.num_kv_heads, decoder.head_dim, "fp32", torch.float32, torch.device("cpu"))
     arena.keys[0].normal_()
     arena.values[0].normal_()

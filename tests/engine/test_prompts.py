@@ -1,10 +1,13 @@
+import dataclasses
+
 import pytest
 from transformers import AutoTokenizer
 
 from hymt import prompts
-from hymt.engine.jobs import Options
+from hymt.engine.sampling_params import Sampling
 from hymt.family import HY_MT15_7B
 from hymt.languages import resolve
+from hymt.translation.jobs import Options
 
 CASES = [
     ("zh", "en", "你好，世界。", "<|startoftext|>把下面的文本翻译成英语，不要额外解释。\n\n你好，世界。<|extra_0|>"),
@@ -53,14 +56,13 @@ def test_unknown_source_uses_english_template_unless_target_is_chinese():
 
 
 def test_sampling_defaults_are_the_recommended_ones():
-    assert prompts.Sampling().generate_kwargs() == {
-        "do_sample": True,
+    assert dataclasses.asdict(Sampling()) == {
+        "greedy": False,
         "top_k": 20,
         "top_p": 0.6,
         "temperature": 0.7,
         "repetition_penalty": 1.05,
     }
-    assert prompts.Sampling(greedy=True).generate_kwargs()["do_sample"] is False
 
 
 def test_formatted_prompt_only_for_segments_with_markers():
@@ -75,15 +77,15 @@ def test_formatted_prompt_only_for_segments_with_markers():
     )
 
 
-def test_engine_uses_the_formatted_prompt_when_asked(engine):
-    job = engine.submit(
+def test_engine_uses_the_formatted_prompt_when_asked(translator):
+    job = translator.submit(
         [("Press <s1>Save</s1> now.", resolve("en"))],
         resolve("de"),
-        prompts.Sampling(greedy=True),
+        Sampling(greedy=True),
         options=Options(formatted=True),
     )
     job.wait(120)
-    prompt = engine.runner.loaded.tokenizer.decode(job.sequences[0].prompt_ids)
+    prompt = translator.tokenizer.decode(job.requests[0].prompt_ids)
     assert "keep every tag" in prompt and "<s1>Save</s1>" in prompt
 
 
@@ -97,7 +99,7 @@ def test_hy_mt15_gets_its_official_formatted_prompt_for_marked_segments():
     assert prompts.formatted_message(en, de, "Plain.", HY_MT15_7B) == prompts.user_message(en, de, "Plain.", HY_MT15_7B)
 
 
-def test_the_stricter_formatted_prompt_lists_the_tags_and_reaches_the_model(engine):
+def test_the_stricter_formatted_prompt_lists_the_tags_and_reaches_the_model(translator):
     en, de, zh = resolve("en"), resolve("de"), resolve("zh")
     assert (
         prompts.strict("  Press <s1>Save</s1>\nplain\r\n<s2/>x") == "  <s0/>Press <s1>Save</s1>\nplain\r\n<s0/><s2/>x"
@@ -110,12 +112,12 @@ def test_the_stricter_formatted_prompt_lists_the_tags_and_reaches_the_model(engi
     assert "必须保留每一个标签（<s1> </s1>）" in official and official.endswith("<source>Hi <s1>x</s1></source>")
     assert prompts.formatted_message(en, de, "<s0/>Plain.") == prompts.user_message(en, de, "Plain.")
     # Through the engine, which builds prompts from the text alone.
-    job = engine.submit(
+    job = translator.submit(
         [(prompts.strict("Press <s1>Save</s1> now."), en)],
         de,
-        prompts.Sampling(greedy=True),
+        Sampling(greedy=True),
         options=Options(formatted=True),
     )
     job.wait(120)
-    prompt = engine.runner.loaded.tokenizer.decode(job.sequences[0].prompt_ids)
+    prompt = translator.tokenizer.decode(job.requests[0].prompt_ids)
     assert "exactly once" in prompt and "<s0/>" not in prompt

@@ -8,7 +8,7 @@ import math
 import torch
 
 from hymt.engine.sampler import Sampler
-from hymt.prompts import Sampling
+from hymt.engine.sampling_params import Sampling
 
 GREEDY = Sampling(greedy=True)
 

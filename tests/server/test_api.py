@@ -281,7 +281,7 @@ def test_client_disconnect_cancels_queued_work(busy_server):
     assert "cancelled" in busy_server.log_path.read_text()
 
 
-def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog):
+def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog, tmp_path):
     from starlette.testclient import TestClient
 
     from hymt.api import libre
@@ -309,7 +309,7 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog):
         raise RuntimeError("no engine in this test")
 
     monkeypatch.setattr(libre, "detect", lambda text: 1 / 0)
-    app = create_app(Settings(model="/nonexistent"), decision, engine_factory=broken_factory)
+    app = create_app(Settings(model="/nonexistent", data_dir=str(tmp_path)), decision, factory=broken_factory)
     with TestClient(app, raise_server_exceptions=False) as client:
         response = client.post("/detect", json={"q": "hello"})
         assert response.status_code == 500

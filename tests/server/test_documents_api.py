@@ -21,16 +21,16 @@ from servers import Server, sse_events
 
 @pytest.fixture(scope="module")
 def server(test_model, tmp_path_factory):
-    files = tmp_path_factory.mktemp("files")
-    # A short queue: a document longer than it is translated in parts, not refused.
+    data = tmp_path_factory.mktemp("data")
+    # A short interactive queue: documents are batch work, which it does not bound.
     srv = Server(
         test_model,
         tmp_path_factory.mktemp("logs") / "files.log",
         HYMT_MAX_FILE_BYTES="200000",
-        HYMT_FILES_DIR=str(files),
+        HYMT_DATA_DIR=str(data),
         HYMT_MAX_QUEUE_SEGMENTS="8",
     )
-    srv.files = files
+    srv.files = data / "jobs"
     srv.wait_healthy()
     yield srv
     srv.stop()

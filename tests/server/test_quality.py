@@ -197,7 +197,7 @@ def test_best_quality_on_every_api(server):
         json={"text": "Hello.", "source": "en", "target": "de", "quality": "best", "glossary": GLOSSARY},
     ).json()
     assert page["quality"] == "best" and page["translatedText"] and page["glossary"] is None
-    assert "unfused_segments" not in page  # the resident fusion engine has room for the six candidates
+    assert "unfused_segments" not in page  # the resident fusion translator has room for the six candidates
     with httpx.stream(
         "POST",
         f"{server.url}/api/translate",
@@ -227,11 +227,12 @@ def test_best_quality_on_every_api(server):
 
 
 def test_fusion_prompt_holds_the_six_candidates_and_unfitting_segments_keep_the_greedy_one(family_model):
-    from hymt.engine.startup import start
+    from hymt.engine.sampling_params import Sampling
     from hymt.languages import resolve
     from hymt.planner.decide import decision_for
-    from hymt.prompts import CANDIDATE_SAMPLINGS, Sampling, fusion_message, render
+    from hymt.prompts import CANDIDATE_SAMPLINGS, fusion_message, render
     from hymt.settings import Settings
+    from hymt.translation.translator import start
 
     # Room for the tiny model's candidates (random tokens, about 170 prompt tokens each) beside a short line.
     settings = Settings(
@@ -241,26 +242,26 @@ def test_fusion_prompt_holds_the_six_candidates_and_unfitting_segments_keep_the_
         max_new_tokens=12,
         max_segment_tokens=1536,
     )
-    engine = start(settings, decision_for(settings))
+    translator = start(settings, decision_for(settings))
     try:
         en, de = resolve("en"), resolve("de")
         jobs = [
-            engine.submit([("Hi.\nA much longer second line " + "word " * 340, en)], de, sampling)
+            translator.submit([("Hi.\nA much longer second line " + "word " * 340, en)], de, sampling)
             for sampling in CANDIDATE_SAMPLINGS
         ]
         for job in jobs:
             job.wait(120)
-        assert [job.sequences[0].sampling for job in jobs] == list(CANDIDATE_SAMPLINGS)
-        fused = engine.submit_fusion(jobs, Sampling(greedy=True))
+        assert [job.requests[0].sampling for job in jobs] == list(CANDIDATE_SAMPLINGS)
+        fused = translator.submit_fusion(jobs, Sampling(greedy=True))
         fused.wait(120)
-        tokenizer = engine.runner.loaded.tokenizer
+        tokenizer = translator.tokenizer
         expected = render(tokenizer, fusion_message(en, de, "Hi.", [job.results[0].text for job in jobs]))
-        assert tokenizer.decode(fused.sequences[0].prompt_ids) == expected
+        assert tokenizer.decode(fused.requests[0].prompt_ids) == expected
         # The long line's six candidates do not fit one KV range with its output: its greedy candidate stands.
         assert fused.unfused == {1} and fused.results[1] == jobs[0].results[1]
         assert fused.flags()["unfused_segments"] == 1
     finally:
-        engine.stop()
+        translator.stop()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from hymt.errors import GenerationError
+
 STREAMS = {
     "page": ("/api/translate", {"json": {"text": "Hello. Goodbye.", "source": "en", "target": "de"}}),
     "openai": (
@@ -39,15 +41,15 @@ def _streamed(client, name: str):
 
 
 @pytest.mark.parametrize("name", STREAMS)
-def test_a_failed_job_ends_the_stream_with_the_error_as_json_has_it(in_process, engine, monkeypatch, name):
-    submit = engine.submit
+def test_a_failed_job_ends_the_stream_with_the_error_as_json_has_it(in_process, translator, monkeypatch, name):
+    submit = translator.submit
 
     def failing(*args, **kwargs):
         job = submit(*args, **kwargs)
-        engine.fail(job, "a failure in this test")
+        translator.end(job, GenerationError("a failure in this test"))
         return job
 
-    monkeypatch.setattr(engine, "submit", failing)
+    monkeypatch.setattr(translator, "submit", failing)
     path, request = STREAMS[name]
     plain = in_process.post(path, **request)
     assert plain.status_code == 500 and plain.json()["error_type"] == "generation_failed"
@@ -57,13 +59,16 @@ def test_a_failed_job_ends_the_stream_with_the_error_as_json_has_it(in_process, 
 
 @pytest.mark.parametrize("name", STREAMS)
 def test_a_crash_inside_a_stream_ends_it_with_an_internal_error(in_process, monkeypatch, caplog, name):
-    from hymt.api import files
-    from hymt.engine.jobs import Job
+    from hymt.api import jobs
+    from hymt.translation.jobs import Job
 
     def crash(*args, **kwargs):
         raise RuntimeError("a crash in this test")
 
-    monkeypatch.setattr(files.FileStore if name == "file" else Job, "put" if name == "file" else "settled_texts", crash)
+    if name == "file":
+        monkeypatch.setattr(jobs, "file_answer", crash)
+    else:
+        monkeypatch.setattr(Job, "settled_texts", crash)
     kind, body = _streamed(in_process, name)
     assert kind == (None if name == "openai" else "error") and body["error_type"] == "internal_error"
     assert body["error_id"] in caplog.text and "a crash in this test" not in json.dumps(body)

@@ -392,12 +392,12 @@ def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answ
     from hymt.documents.translate import translate_document
 
     prepared = open_document(".docx", samples.docx_three_runs(), "de")
-    engine, seen = Scripted(keep, runs_answered), []
-    done = asyncio.run(translate_document(prepared.texts, engine, lambda n, total: seen.append((n, total))))
+    translator, seen = Scripted(keep, runs_answered), []
+    done = asyncio.run(translate_document(prepared.texts, translator, lambda n, total: seen.append((n, total))))
     result = finish(prepared, done.texts, done.paths)
     counts = result.report()["markup_segments"]
     assert counts[path] == 1 and sum(counts.values()) == 1 and seen[-1] == (1, 1)
-    assert "<s1> </s1> <s2> </s2> <s3> </s3>" in engine.prompts[1]  # the retry lists the tags it must keep
+    assert "<s1> </s1> <s2> </s2> <s3> </s3>" in translator.prompts[1]  # the retry lists the tags it must keep
     runs, links = samples.docx_formatting(result.data)
     if path == "strict":
         assert runs == [
@@ -409,10 +409,10 @@ def test_lost_markers_are_asked_again_then_translated_run_by_run(keep, runs_answ
             (".", None, None),
         ]
         assert links == ["THE SITE"]
-        assert len(engine.prompts) == 2
+        assert len(translator.prompts) == 2
     elif path == "runs":
         # Each run on its own: "Press", "Save", "or", "cancel", "and see", "the site" (the "." has no words).
-        assert engine.prompts[2:] and len(engine.prompts) == 2 + 6
+        assert translator.prompts[2:] and len(translator.prompts) == 2 + 6
         assert runs == [
             ("PRESS ", None, None),
             ("SAVE", True, None),

@@ -3,11 +3,11 @@
 import subprocess
 import sys
 
-from hymt.engine.jobs import IncrementalText
+from hymt.translation.jobs import IncrementalText
 
 
 def test_the_api_parsing_and_job_types_import_without_torch():
-    code = "import sys, hymt.api.parsing, hymt.engine.jobs; print('torch' in sys.modules)"
+    code = "import sys, hymt.api.parsing, hymt.translation.jobs; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

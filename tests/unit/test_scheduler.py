@@ -1,14 +1,39 @@
-"""Continuous batching bookkeeping without a model: admission, arena ranges, alternation, chunks, preemption."""
+"""Continuous batching bookkeeping without a model: the fair order (classes, clients, requests), arena ranges,
+alternation, chunks, postprocessing, preemption and aborts."""
+
+import itertools
 
 import pytest
 
 from hymt.engine.allocator import RangeAllocator
-from hymt.engine.scheduler import PAD_TOKENS, Scheduler, Sequence, State
-from hymt.errors import Overloaded, PayloadTooLarge
+from hymt.engine.requests import Priority, Request
+from hymt.engine.sampling_params import Sampling
+from hymt.engine.scheduler import PAD_TOKENS, Scheduler, Step
+from hymt.engine.sequence import Sequence, State
+
+STOP = 2
+IDS = itertools.count(1)
+BATCH, INTERACTIVE = Priority.BATCH, Priority.INTERACTIVE
 
 
-def seq(job=1, index=0, prompt=10, new=10, adapter=None):
-    return Sequence(prompt_ids=[7] * prompt, max_new_tokens=new, adapter=adapter, job_id=job, index=index)
+def seq(group=1, prompt=10, new=10, adapter=None, client="a", priority=INTERACTIVE, stream=False, min_new=0):
+    request = Request(
+        id=next(IDS),
+        prompt_ids=[7] * prompt,
+        max_new_tokens=new,
+        sampling=Sampling(greedy=True),
+        min_new_tokens=min_new,
+        adapter=adapter,
+        priority=priority,
+        client=client,
+        group=group,
+        stream=stream,
+    )
+    return Sequence(request)
+
+
+def scheduler(kv_tokens=10_000, max_in_flight=8, prefill_tokens=1000, batch_min_share=0.25):
+    return Scheduler(kv_tokens, max_in_flight, prefill_tokens, batch_min_share, [STOP])
 
 
 def run_prefill(step):
@@ -17,6 +42,16 @@ def run_prefill(step):
         chunk.seq.num_cached += chunk.length
         if chunk.samples:
             chunk.seq.output_ids.append(1)
+
+
+def admitted(s):
+    """The segments the next prefill step takes, in the order they took their rows (decoding steps before it are
+    scheduled and left unrun)."""
+    for _ in range(10):
+        step = s.schedule()
+        if step.kind == "prefill":
+            return [c.seq for c in step.chunks if not c.decoding]
+    raise AssertionError("no prefill step")
 
 
 def test_allocator_first_fit_and_merging_neighbours():
@@ -32,38 +67,126 @@ def test_allocator_first_fit_and_merging_neighbours():
         a.free(1, 10)
 
 
-def test_segments_are_admitted_in_order_while_rows_and_ranges_last():
-    s = Scheduler(kv_tokens=PAD_TOKENS + 60, max_in_flight=8, prefill_tokens=1000, max_queue=100)
-    s.add([seq(index=i) for i in range(4)])  # each needs 20 tokens: 3 fit
+def test_segments_of_one_request_are_admitted_in_order_while_rows_and_ranges_last():
+    s = scheduler(kv_tokens=PAD_TOKENS + 60)
+    seqs = [seq() for _ in range(4)]  # each needs 20 tokens: 3 fit
+    s.add(seqs)
+    assert admitted(s) == seqs[:3]
+    assert len(s.waiting) == 1 and len({q.row for q in seqs[:3]}) == 3
+    assert [q.kv_start for q in seqs[:3]] == [1, 21, 41]
+
+
+def test_two_clients_take_turns_however_many_segments_each_queued():
+    s = scheduler(max_in_flight=6)
+    document = [seq(client="a") for _ in range(100)]
+    s.add(document)
+    other = [seq(client="b", group=2) for _ in range(3)]
+    s.add(other)
+    order = [q.request.client for q in admitted(s)]
+    assert order == ["a", "b", "a", "b", "a", "b"]
+
+
+def test_a_newcomer_starts_at_the_current_turn_not_behind_a_long_queue_nor_with_banked_credit():
+    s = scheduler(max_in_flight=4)
+    s.add([seq(client="heavy") for _ in range(50)])
+    run_prefill(s.schedule())  # four of heavy's segments take every row
+    sentence = seq(client="person", group=2)
+    s.add([sentence])
+    s.finish(s.running[0])  # a row frees: the person's sentence takes it, not heavy's next segment
+    assert admitted(s) == [sentence]
+    s.finish(sentence)
+    later = seq(client="person", group=3)  # idle meanwhile: comes back at the turn, with no credit saved up
+    s.add([later])
+    s.finish(s.running[0])
+    s.finish(s.running[0])
+    assert [q.request.client for q in admitted(s)] == ["person", "heavy", "heavy"]
+
+
+def test_one_clients_requests_take_turns_among_themselves():
+    s = scheduler(max_in_flight=4)
+    s.add([seq(client="a", group=1) for _ in range(10)])
+    s.add([seq(client="a", group=2) for _ in range(10)])
+    assert [q.request.group for q in admitted(s)] == [1, 2, 1, 2]
+
+
+def test_turns_are_counted_in_tokens_not_segments():
+    s = scheduler(max_in_flight=6)
+    s.add([seq(client="long", prompt=60, new=40) for _ in range(5)])  # 100 tokens a segment
+    s.add([seq(client="short", group=2, prompt=5, new=5) for _ in range(20)])  # 10 tokens a segment
+    order = [q.request.client for q in admitted(s)]
+    assert order.count("short") == 5 and order.count("long") == 1
+
+
+def test_interactive_work_goes_first_and_batch_work_keeps_its_minimum_share():
+    s = scheduler(max_in_flight=8, batch_min_share=0.25)
+    s.add([seq(client="doc", priority=BATCH) for _ in range(50)])
+    s.add([seq(client=f"person{i}", group=10 + i) for i in range(20)])
+    first = admitted(s)
+    assert [q.priority for q in first].count(BATCH) == 2  # a quarter of 8 rows, no more while people wait
+    assert s.rows_held == {INTERACTIVE: 6, BATCH: 2}
+
+
+def test_batch_work_alone_takes_every_row():
+    s = scheduler(max_in_flight=8)
+    s.add([seq(client="doc", priority=BATCH) for _ in range(50)])
+    assert len(admitted(s)) == 8 and s.rows_held[BATCH] == 8
+
+
+def test_interactive_chunks_come_first_in_a_prefill_step():
+    s = scheduler(max_in_flight=8, prefill_tokens=25)
+    s.add([seq(client="doc", priority=BATCH) for _ in range(2)])
+    s.add([seq(client="person", group=2)])
     step = s.schedule()
-    assert step.kind == "prefill" and [c.seq.index for c in step.chunks] == [0, 1, 2]
-    assert s.num_waiting == 1 and len({c.seq.row for c in step.chunks}) == 3
-    assert [c.seq.kv_start for c in step.chunks] == [1, 21, 41]
+    assert [c.seq.priority for c in step.chunks] == [INTERACTIVE, BATCH, BATCH]
+    assert [c.length for c in step.chunks] == [10, 10, 5]  # the step's budget: the person's whole prompt first
 
 
 def test_a_segment_joins_at_the_next_step_and_leaves_the_step_it_ends():
-    s = Scheduler(kv_tokens=1000, max_in_flight=8, prefill_tokens=1000, max_queue=100)
-    first = seq(index=0)
+    s = scheduler()
+    first = seq(new=3)
     s.add([first])
-    run_prefill(s.schedule())
+    step = s.schedule()
+    assert step.kind == "prefill"
+    s.postprocess(step, [5])
     assert s.schedule().kind == "decode"
-    s.add([seq(job=2)])
-    newcomer = s.schedule()  # alternation: the newcomer is prefilled after one decoding step
-    assert newcomer.kind == "prefill" and newcomer.chunks[0].seq.job_id == 2
-    rider = newcomer.chunks[1]  # the running segment decodes its next token in the same step
+    newcomer = seq(group=2)
+    s.add([newcomer])
+    step = s.schedule()  # alternation: the newcomer is prefilled after one decoding step
+    assert step.kind == "prefill" and step.chunks[0].seq is newcomer
+    rider = step.chunks[1]  # the running segment decodes its next token in the same step
     assert (rider.seq, rider.start, rider.length, rider.decoding, rider.samples) == (first, 10, 1, True, True)
-    run_prefill(newcomer)
-    assert [q.job_id for q in s.schedule().seqs] == [1, 2]
-    s.finish(first)
-    assert first.state is State.FINISHED and [q.job_id for q in s.schedule().seqs] == [2]
-    assert s.allocator.used_tokens == 20
+    outputs, finished = s.postprocess(step, [8, 6])
+    assert finished == [] and outputs == []  # not streaming: nothing until the end
+    step = s.schedule()
+    assert step.seqs == [first, newcomer]
+    outputs, finished = s.postprocess(step, [9, 6])  # first reaches its budget of 3
+    assert finished == [first] and first.state is State.FINISHED
+    assert [(o.id, o.token_ids, o.finished) for o in outputs] == [(first.id, (5, 6, 9), True)]
+    assert s.schedule().seqs == [newcomer] and s.allocator.used_tokens == 20
+
+
+def test_postprocess_stops_at_a_stop_token_after_min_new_tokens_and_streams_every_token():
+    s = scheduler()
+    streamed, early = seq(stream=True, min_new=2), seq(group=2)
+    s.add([streamed, early])
+    step = s.schedule()
+    outputs, finished = s.postprocess(step, [STOP, STOP])  # the stop ends `early` (never emitted as text)
+    assert finished == [early]
+    # Before min_new_tokens a stop token is an ordinary token, streamed as any other.
+    assert [(o.id, o.token_ids, o.finished) for o in outputs] == [(streamed.id, (STOP,), False), (early.id, (), True)]
+    assert streamed.output_ids == [STOP]
+    outputs, finished = s.postprocess(s.schedule(), [4])
+    assert [(o.token_ids, o.finished) for o in outputs] == [((4,), False)]
+    outputs, finished = s.postprocess(s.schedule(), [STOP])
+    assert finished == [streamed] and [(o.token_ids, o.finished) for o in outputs] == [((), True)]
+    assert s.tokens_out == {INTERACTIVE: 2, BATCH: 0} and s.segments_done == 2
 
 
 def test_prefill_and_decoding_alternate_so_newcomers_never_stall_the_batch_for_long():
-    s = Scheduler(kv_tokens=10_000, max_in_flight=64, prefill_tokens=25, max_queue=100)
-    s.add([seq(index=0)])
+    s = scheduler(max_in_flight=64, prefill_tokens=25)
+    s.add([seq()])
     run_prefill(s.schedule())
-    s.add([seq(job=2, index=i) for i in range(4)])
+    s.add([seq(group=2) for _ in range(4)])
     kinds = []
     for _ in range(6):
         step = s.schedule()
@@ -93,31 +216,23 @@ def kinds_until_prefill(s, limit=20):
     return kinds
 
 
-def test_in_a_large_batch_newcomers_gather_so_one_prefill_step_takes_several():
-    s = Scheduler(kv_tokens=10_000, max_in_flight=64, prefill_tokens=200, max_queue=100)
-    s.add([seq(index=i) for i in range(16)])
+@pytest.mark.parametrize("priority", [INTERACTIVE, BATCH])
+def test_in_a_large_batch_newcomers_gather_so_one_prefill_step_takes_several(priority):
+    s = scheduler(max_in_flight=64, prefill_tokens=200)
+    s.add([seq(priority=priority) for _ in range(16)])
     run_prefill(s.schedule())
-    s.add([seq(job=2)])
+    s.add([seq(group=2, priority=priority)])
     kinds = [s.schedule().kind]  # 16 decoding: a newcomer waits two decoding steps
-    s.add([seq(job=3)])
+    s.add([seq(group=3, priority=priority)])
     kinds += kinds_until_prefill(s)
     assert kinds == ["decode", "decode", "prefill"]
-    assert {q.job_id for q in s.running if q.num_cached == 10} == {2, 3}
-    s.add([seq(job=4, index=i, prompt=80) for i in range(3)])  # a full prefill step's worth goes at once
+    assert {q.request.group for q in s.running if q.num_cached == 10} == {2, 3}
+    s.add([seq(group=4, prompt=80, priority=priority) for _ in range(3)])  # a full prefill step's worth goes at once
     assert kinds_until_prefill(s) == ["decode", "prefill"]  # (right after a prefill, one decoding step first)
 
 
-def test_when_no_one_else_can_join_newcomers_are_prefilled_without_gathering():
-    s = Scheduler(kv_tokens=10_000, max_in_flight=17, prefill_tokens=200, max_queue=100)
-    s.add([seq(index=i) for i in range(16)])
-    run_prefill(s.schedule())
-    s.schedule()
-    s.add([seq(job=2)])
-    assert kinds_until_prefill(s) == ["prefill"]
-
-
 def test_a_long_prompt_is_prefilled_in_chunks_and_samples_only_at_its_end():
-    s = Scheduler(kv_tokens=1000, max_in_flight=8, prefill_tokens=16, max_queue=100)
+    s = scheduler(prefill_tokens=16)
     long = seq(prompt=40)
     s.add([long])
     chunks = []
@@ -129,46 +244,49 @@ def test_a_long_prompt_is_prefilled_in_chunks_and_samples_only_at_its_end():
 
 
 def test_adapters_are_never_mixed_in_flight_and_keep_arrival_order():
-    s = Scheduler(kv_tokens=1000, max_in_flight=8, prefill_tokens=1000, max_queue=100)
-    s.add([seq(index=0, adapter="en-bo"), seq(index=1, adapter=None), seq(index=2, adapter="en-bo")])
-    step = s.schedule()
-    assert [c.seq.index for c in step.chunks] == [0]  # index 2 may not overtake index 1
-    s.finish(step.chunks[0].seq)
-    assert [c.seq.index for c in s.schedule().chunks] == [1]
+    s = scheduler()
+    a, b, c = seq(adapter="en-bo"), seq(adapter=None), seq(adapter="en-bo")
+    s.add([a, b, c])
+    assert admitted(s) == [a]  # c may not overtake b
+    s.finish(a)
+    assert admitted(s) == [b]
 
 
-def test_preempted_segments_return_first_with_their_output():
-    s = Scheduler(kv_tokens=1000, max_in_flight=4, prefill_tokens=1000, max_queue=100)
-    a, b, c = seq(index=0), seq(index=1), seq(index=2)
-    s.add([a, b])
-    run_prefill(s.schedule())
-    s.add([c])
-    s.preempt([b])
-    assert [q.index for q in s.waiting] == [1, 2] and b.output_ids == [1] and b.num_cached == 0
-    assert b.state is State.WAITING and b.row == -1 and s.allocator.used_tokens == 20
-    assert s.schedule().seqs == [a]
+def test_out_of_memory_requeues_the_newest_half_batch_first_with_their_output_and_shrinks():
+    s = scheduler(max_in_flight=4)
+    person, doc1, doc2 = seq(), seq(client="doc", priority=BATCH), seq(client="doc", priority=BATCH)
+    s.add([person, doc1, doc2])
     step = s.schedule()
-    assert [(ch.seq.index, ch.start, ch.length) for ch in step.chunks] == [(1, 0, 11), (2, 0, 10), (0, 10, 1)]
-    s.shrink()
+    run_prefill(step)
+    requeued, hopeless = s.recover(Step("decode", seqs=s.running))
+    assert requeued == [doc2, doc1] and hopeless == []
+    assert all(q.state is State.WAITING and q.row == -1 and q.num_cached == 0 for q in requeued)
+    assert doc1.output_ids == [1] and s.running == [person]
     assert s.max_in_flight == 3 and s.prefill_tokens == 500
+    assert s.schedule().kind == "decode"  # alternation: the person decodes once first
+    step = s.schedule()
+    assert [(ch.seq, ch.start, ch.length) for ch in step.chunks] == [(doc1, 0, 11), (doc2, 0, 11), (person, 10, 1)]
 
 
-def test_a_full_queue_refuses_the_whole_job_and_an_oversized_segment_is_refused():
-    s = Scheduler(kv_tokens=100, max_in_flight=4, prefill_tokens=100, max_queue=5)
-    s.add([seq(index=i) for i in range(4)])
-    with pytest.raises(Overloaded):
-        s.add([seq(job=2, index=0), seq(job=2, index=1)])
-    assert s.num_waiting == 4
-    with pytest.raises(PayloadTooLarge, match="KV tokens") as refused:
-        s.add([seq(prompt=90, new=20)])
-    assert refused.value.status == 413
+def test_a_segment_out_of_memory_alone_too_often_is_given_up():
+    s = scheduler(max_in_flight=4)
+    alone = seq()
+    s.add([alone])
+    for _ in range(2):
+        step = s.schedule()
+        assert s.recover(step) == ([alone], [])
+    assert s.recover(s.schedule()) == ([], [alone]) and alone.state is State.FINISHED and not s.waiting
 
 
-def test_removing_a_job_frees_its_rows_and_ranges():
-    s = Scheduler(kv_tokens=1000, max_in_flight=4, prefill_tokens=1000, max_queue=50)
-    s.add([seq(job=1, index=i) for i in range(3)] + [seq(job=2, index=i) for i in range(2)])
-    s.schedule()
-    gone = s.remove_job(1)
-    assert len(gone) == 3 and all(q.state is State.FINISHED for q in gone)
-    assert [q.job_id for q in s.running] == [2] and [q.job_id for q in s.waiting] == [2]
-    assert s.allocator.used_tokens == 20 and sorted(s._free_rows) == [0, 1, 2]
+def test_aborting_frees_rows_and_ranges_and_drops_waiting_segments():
+    s = scheduler(max_in_flight=4)
+    one = [seq(group=1) for _ in range(3)]
+    two = [seq(group=2) for _ in range(3)]
+    s.add(one + two)
+    s.schedule()  # the two requests take turns: two segments of each in flight
+    s.abort({q.id for q in one})
+    assert all(q.state is State.FINISHED and q.row == -1 for q in one[:2]) and one[2] not in list(s.waiting)
+    assert s.running == two[:2] and list(s.waiting) == two[2:]
+    assert s.allocator.used_tokens == 40 and sorted(s._free_rows) == sorted({0, 1, 2, 3} - {q.row for q in two[:2]})
+    assert s.waiting.segments == {INTERACTIVE: 1, BATCH: 0} and s.waiting.owed_tokens[INTERACTIVE] == 10
+    assert sorted(q.id for q in s.drain()) == sorted(q.id for q in two) and not s.running and not s.waiting

@@ -8,10 +8,10 @@ from collections import Counter
 
 from starlette.requests import Request
 
-from ..engine.jobs import Job, Options
 from ..languages import Language
 from ..prompts import CANDIDATE_SAMPLINGS
-from .bridge import candidates_done, queue_samplings
+from ..translation.jobs import Job, Options
+from .bridge import Turn, candidates_done, queue_samplings
 from .service import Service
 
 # LibreTranslate's default --alternatives-limit.
@@ -21,11 +21,16 @@ CHRF_BETA = 2.0
 
 
 async def translate_candidates(
-    service: Service, items: list[tuple[str, Language | None]], target: Language, options: Options, request: Request
+    service: Service,
+    items: list[tuple[str, Language | None]],
+    target: Language,
+    options: Options,
+    request: Request,
+    turn: Turn,
 ) -> list[Job]:
     """One finished job per decoding setting of quality best's candidates (greedy, the recommended sampling,
     cooler and hotter ones): more candidates than the limit asks for, since sampling can repeat itself."""
-    queued = await queue_samplings(service, items, target, CANDIDATE_SAMPLINGS, options)
+    queued = await queue_samplings(service, items, target, CANDIDATE_SAMPLINGS, options, turn)
     return await candidates_done(queued, request)
 
 

@@ -16,11 +16,13 @@ from starlette.routing import Mount, Route
 from ..errors import HymtError
 from ..planner.decision import Decision
 from ..settings import Settings
-from . import files, health, libre, openai_compat, page
+from ..store import open_store
+from . import deepl, files, health, jobs, libre, openai_compat, page
 from .failures import http_error, hymt_error, unexpected_error
 from .metrics import Metrics
 from .openapi import build_spec
 from .service import Service
+from .worker import JobWorker
 
 
 async def metrics(request: Request) -> Response:
@@ -31,7 +33,7 @@ async def openapi(request: Request) -> JSONResponse:
     # Built per request: whether quality best is offered, and which instructions the model has prompts for, are
     # known only once the server (and its fusion model) is up.
     service = request.app.state.service
-    family = service.engine.family if service.engine else None
+    family = service.translator.family if service.translator else None
     offered = frozenset(name for name in ("style", "background") if family and getattr(family, name))
     return JSONResponse(build_spec(service.settings, service.quality_json()["best"], offered))
 
@@ -50,6 +52,13 @@ ROUTES = [
     Route("/translate_file", files.translate_file, methods=["POST"]),
     Route("/api/translate_file", files.translate_file_stream, methods=["POST"]),
     Route("/download_file/{file_id}/{name}", files.download_file, name="download_file"),
+    Route("/api/jobs", jobs.submit, methods=["POST"]),
+    Route("/api/jobs", jobs.list_jobs, methods=["GET"]),
+    Route("/api/jobs/{job_id}", jobs.job, methods=["GET", "DELETE"]),
+    Route("/api/jobs/{job_id}/result", jobs.job_result, name="job_result"),
+    Route("/v2/document", deepl.upload, methods=["POST"]),
+    Route("/v2/document/{document_id}", deepl.status, methods=["POST"]),
+    Route("/v2/document/{document_id}/result", deepl.result, methods=["POST"]),
     Route("/v1/chat/completions", openai_compat.chat_completions, methods=["POST"]),
     Route("/v1/models", openai_compat.models),
     Mount("/static", page.Assets(directory=page.UI_DIR), name="static"),
@@ -82,16 +91,20 @@ class _Observe:
             m.latency.labels(endpoint).observe(time.perf_counter() - started)
 
 
-def create_app(settings: Settings, decision: Decision, engine_factory=None, on_fatal=None) -> Starlette:
+def create_app(settings: Settings, decision: Decision, factory=None, on_fatal=None) -> Starlette:
+    """The app; `factory` stands in for translation.translator.start (tests)."""
     service = Service(settings=settings, decision=decision, on_fatal=on_fatal)
+    database, store = open_store(settings.data_folder, settings.file_retention_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        loader = service.load_in_background(engine_factory)
+        loader = service.load_in_background(factory)
+        app.state.worker.start()  # unfinished jobs resume once the translator is ready
         yield
+        await app.state.worker.stop()
         loader.join(timeout=0)
-        service.stop_engines()
-        app.state.files.close()
+        service.stop_translators()
+        database.close()
 
     app = Starlette(
         routes=ROUTES,
@@ -100,7 +113,8 @@ def create_app(settings: Settings, decision: Decision, engine_factory=None, on_f
         lifespan=lifespan,
     )
     app.state.service = service
-    app.state.files = files.FileStore(settings.files_dir, settings.file_retention_s)
+    app.state.jobs = store
+    app.state.worker = JobWorker(service, store)
     app.state.metrics = Metrics(service)
     app.add_middleware(_Observe, metrics_of=lambda: app.state.metrics)
     if "none" not in settings.cors_origins:

@@ -1,6 +1,6 @@
 """/health: cheap, never runs the model; 200 while serving (healthy or degraded), 503 while loading, broken or
-draining, with what it knows (profile, GPU memory, queue, start-up). The engine's figures are read once, by
-snapshot(), which /metrics (metrics.py) reads too."""
+draining, with what it knows (profile, GPU memory, queue by class, start-up). The engine's figures are read once
+(the translator's snapshot), by figures(), which /metrics (metrics.py) reads too."""
 
 from __future__ import annotations
 
@@ -10,49 +10,38 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ..engine.requests import Snapshot
 from ..engine.startup import Startup
 from ..planner.gpu import GIB
 from .service import Service
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """The engine's figures at one moment; before it is loaded, the plan's where it has them, else none."""
+class Figures:
+    """What the service knows at one moment: GPU memory, and the engine's snapshot once it is loaded."""
 
     gpu_memory_used_gb: float
     gpu_memory_total_gb: float | None  # None without a GPU
-    max_in_flight: int
+    max_in_flight: int  # the plan's until the engine is loaded
     attention: str | None  # None until the engine is loaded
-    queue_depth: int
-    in_flight: int
-    kv_cache_used_tokens: int
-    oom_recoveries: int
-    startup: Startup | None  # None until the engine is loaded
+    engine: Snapshot | None
+    startup: Startup | None
 
 
-def snapshot(service: Service) -> Snapshot:
-    engine = service.engine
+def figures(service: Service) -> Figures:
+    translator = service.translator
     used, total = service.gpu_memory()
-    if engine is None:
-        return Snapshot(used, total, service.decision.max_in_flight, None, 0, 0, 0, 0, None)
-    return Snapshot(
-        used,
-        total,
-        engine.scheduler.max_in_flight,
-        engine.attention,
-        engine.queue_depth,
-        engine.in_flight,
-        engine.kv_used_tokens,
-        engine.runner.stats.oom_events,
-        engine.startup,
-    )
+    if translator is None:
+        return Figures(used, total, service.decision.max_in_flight, None, None, None)
+    now = translator.snapshot()
+    return Figures(used, total, now.max_in_flight, translator.attention, now, translator.startup)
 
 
 async def health(request: Request) -> JSONResponse:
     service: Service = request.app.state.service
     status = service.status()
-    now = snapshot(service)
-    engine = service.engine
+    now = figures(service)
+    translator, engine = service.translator, now.engine
     decision = service.decision
     body = {
         "status": status,
@@ -68,15 +57,18 @@ async def health(request: Request) -> JSONResponse:
         "max_in_flight": now.max_in_flight,
         "attention": now.attention,
         "model": service.settings.model,
-        "model_family": engine.identified.to_json() if engine else None,
+        "model_family": translator.identified.to_json() if translator else None,
         "quality": service.quality_json(),
-        "context": service.settings.context and bool(engine and engine.family.context),
-        "glossaries": engine.glossaries.status() if engine and engine.glossaries else None,
-        "queue_depth": now.queue_depth,
-        "in_flight": now.in_flight,
-        "kv_cache_used_tokens": now.kv_cache_used_tokens,
+        "context": service.settings.context and bool(translator and translator.family.context),
+        "glossaries": translator.glossaries.status() if translator and translator.glossaries else None,
+        "queue_depth": engine.queue_depth if engine else 0,
+        "queue_by_class": engine.waiting if engine else None,
+        "in_flight": engine.in_flight if engine else 0,
+        "in_flight_by_class": engine.running if engine else None,
+        "kv_cache_used_tokens": engine.kv_used_tokens if engine else 0,
         "queue_limit": service.settings.max_queue_segments,
-        "oom_recoveries": now.oom_recoveries,
+        "batch_queue_limit": service.settings.max_batch_queue_segments,
+        "oom_recoveries": engine.oom_events if engine else 0,
         "startup": _startup(now.startup) if now.startup else None,
         "uptime_s": round(time.monotonic() - service.started_at, 1),
         "decision_reason": decision.reason,

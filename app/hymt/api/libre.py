@@ -10,12 +10,13 @@ from starlette.responses import JSONResponse
 
 from .. import documents
 from ..detect import Detection, detect
+from ..engine.sampling_params import Sampling
 from ..errors import BadRequest
 from ..languages import LANGUAGES
-from ..prompts import Sampling
 from . import parsing, pipeline, preamble
 from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
 from .bridge import run_to_end
+from .preamble import turn
 from .service import Service
 
 
@@ -58,9 +59,9 @@ async def translate(request: Request) -> JSONResponse:
     if not items:
         jobs = []
     elif alternatives:
-        jobs = await translate_candidates(service, items, target, options, request)
+        jobs = await translate_candidates(service, items, target, options, request, turn(request))
     else:
-        jobs = [await run_to_end(service, items, target, sampling, request, options, quality)]
+        jobs = [await run_to_end(service, items, target, sampling, request, options, quality, turn(request))]
 
     fallbacks = None
     if fmt == "html":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
-from .health import snapshot
+from .health import figures
 
 
 class Metrics:
@@ -30,9 +30,11 @@ class _EngineCollector:
 
     def collect(self):
         service = self.service
-        engine = service.engine
-        now = snapshot(service)
-        yield GaugeMetricFamily("hymt_queue_depth", "Segments waiting for the engine", now.queue_depth)
+        now = figures(service)
+        engine = now.engine
+        yield GaugeMetricFamily(
+            "hymt_queue_depth", "Segments waiting for the engine", engine.queue_depth if engine else 0
+        )
         yield GaugeMetricFamily(
             "hymt_gpu_memory_used_bytes", "GPU memory held by the server process", now.gpu_memory_used_gb * 2**30
         )
@@ -59,8 +61,12 @@ class _EngineCollector:
             ("hymt_kv_cache_tokens", "Tokens the KV cache holds", decision.kv_cache_tokens),
             ("hymt_kv_cache_bytes", "Bytes of GPU memory given to the KV cache", decision.kv_cache_bytes),
             ("hymt_max_in_flight", "Segments decoded together at most", now.max_in_flight),
-            ("hymt_in_flight", "Segments being prefilled or decoded", now.in_flight),
-            ("hymt_kv_cache_used_tokens", "KV cache tokens held by segments in flight", now.kv_cache_used_tokens),
+            ("hymt_in_flight", "Segments being prefilled or decoded", engine.in_flight if engine else 0),
+            (
+                "hymt_kv_cache_used_tokens",
+                "KV cache tokens held by segments in flight",
+                engine.kv_used_tokens if engine else 0,
+            ),
             (
                 "hymt_startup_seconds",
                 "Seconds from start to ready: loading, compiling, graphs, warm-up",
@@ -78,37 +84,47 @@ class _EngineCollector:
         if engine is None:
             yield refused
             return
-        admission = engine.admission
-        refused.add_metric(["queue"], admission.refused)
+        refused.add_metric(["queue"], engine.refused)
         yield refused
-        yield CounterMetricFamily("hymt_admitted", "Requests whose segments were queued", admission.admitted)
+        yield CounterMetricFamily("hymt_admitted", "Requests whose segments were queued", engine.admitted)
         for name, doc, value in (
             (
                 "hymt_expected_wait_seconds",
-                "Expected wait before the latest request's segments start",
-                admission.expected_wait_s,
+                "Expected wait before the latest interactive request's segments start",
+                engine.expected_wait_s,
             ),
             (
                 "hymt_max_queue_wait_seconds",
                 "Longest expected wait admitted (HYMT_MAX_QUEUE_WAIT_S)",
-                admission.max_wait_s,
+                engine.max_wait_s,
             ),
             (
                 "hymt_throughput_tokens_per_second",
                 "Output tokens per second under load, measured (the warm-up's figure before any)",
-                admission.tokens_per_s,
+                engine.tokens_per_s,
             ),
         ):
             yield GaugeMetricFamily(name, doc, value)
-        stats = engine.runner.stats
         for name, doc, value in (
-            ("hymt_tokens_in", "Prompt tokens prefilled", stats.tokens_in),
-            ("hymt_tokens_out", "Tokens generated", stats.tokens_out),
-            ("hymt_segments", "Segments translated", stats.segments),
-            ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments", now.oom_recoveries),
-            ("hymt_preemptions", "Segments requeued after out-of-memory", stats.preemptions),
+            ("hymt_tokens_in", "Prompt tokens prefilled", engine.tokens_in),
+            ("hymt_tokens_out", "Tokens generated", engine.tokens_out),
+            ("hymt_segments", "Segments translated", engine.segments),
+            ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments", engine.oom_events),
+            ("hymt_preemptions", "Segments requeued after out-of-memory", engine.preemptions),
         ):
             yield CounterMetricFamily(name, doc, value)
+        by_class = CounterMetricFamily(
+            "hymt_class_tokens_out", "Tokens generated, by scheduling class", labels=["class"]
+        )
+        waiting = GaugeMetricFamily("hymt_class_queue_depth", "Segments waiting, by scheduling class", labels=["class"])
+        running = GaugeMetricFamily("hymt_class_in_flight", "Segments in flight, by scheduling class", labels=["class"])
+        for name, tokens in engine.tokens_out_by_class.items():
+            by_class.add_metric([name], tokens)
+            waiting.add_metric([name], engine.waiting[name])
+            running.add_metric([name], engine.running[name])
+        yield by_class
+        yield waiting
+        yield running
         for kind in ("prefill", "decode"):
-            yield CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}", stats.steps[kind])
-            yield CounterMetricFamily(f"hymt_{kind}_seconds", f"Seconds spent in {kind} steps", stats.step_s[kind])
+            yield CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}", engine.steps[kind])
+            yield CounterMetricFamily(f"hymt_{kind}_seconds", f"Seconds spent in {kind} steps", engine.step_s[kind])

@@ -13,11 +13,12 @@ import uuid
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ..engine.sampling_params import Sampling
 from ..errors import BadRequest
 from ..languages import LANGUAGES, Language, resolve
-from ..prompts import Sampling
 from . import parsing, preamble, sse
 from .bridge import events_until_done, run_to_end, submit
+from .preamble import turn
 from .service import Service
 
 MODEL_NAME = "hunyuan-mt"
@@ -30,7 +31,7 @@ async def models(request: Request) -> JSONResponse:
     created = int(service.started_at_wall)
     # Which model runs and under which license (known once it is loaded): extra fields that OpenAI clients keep in
     # model_extra.
-    family = service.engine.family if service.engine else None
+    family = service.translator.family if service.translator else None
     names = [MODEL_NAME] + [f"{MODEL_NAME}:{lang.code}" for lang in LANGUAGES]
     return JSONResponse(
         {
@@ -126,7 +127,7 @@ def _user_text(messages, settings) -> str:
 
 async def chat_completions(request: Request):
     service, data = await preamble.begin(request, forms=False)
-    engine = service.ready_engine()  # ready: begin() has just made sure
+    translator = service.ready_translator()  # ready: begin() has just made sure
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
     (src,), _ = await preamble.sources(service, quality, [text], source)
@@ -149,7 +150,7 @@ async def chat_completions(request: Request):
         return sse.data(body)
 
     def usage(job) -> dict:
-        tokens_in = engine.runner.count_tokens(text)
+        tokens_in = translator.count_tokens(text)
         return {
             "prompt_tokens": tokens_in,
             "completion_tokens": job.tokens_out,
@@ -164,7 +165,7 @@ async def chat_completions(request: Request):
 
     if not stream or quality == "best":
         # Quality "best" answers when the fusion is done: a stream of it is one chunk.
-        job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
+        job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality, turn(request))
         (translated,) = job.texts()
         if stream:
             return sse.response(request, _chunks([chunk({"role": "assistant", "content": translated})] + ending(job)))
@@ -182,7 +183,7 @@ async def chat_completions(request: Request):
             }
         )
 
-    job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
+    job, events = await submit(service, [(text, src)], target, sampling, True, options, turn(request))
 
     async def body():
         yield chunk({"role": "assistant", "content": ""})
@@ -193,7 +194,7 @@ async def chat_completions(request: Request):
                 raise event.error
             # Send what the text so far adds to what was sent. A finished segment's cleaned text can differ from
             # its raw stream (a runaway repetition cut): then nothing more is sent until they agree again.
-            (done,) = job.texts() if event.kind == "done" else job.settled_texts(engine.decode)
+            (done,) = job.texts() if event.kind == "done" else job.settled_texts(translator.decode)
             if len(done) > len(sent) and done.startswith(sent):
                 yield chunk({"content": done[len(sent) :]})
                 sent = done

@@ -9,10 +9,11 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from ..prompts import Sampling
+from ..engine.sampling_params import Sampling
 from . import parsing, preamble, sse
 from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
 from .libre import detected_json
+from .preamble import turn
 from .service import Service
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
@@ -32,7 +33,7 @@ def _result(job, detected: dict | None, quality: str) -> dict:
 
 async def translate(request: Request) -> Response:
     service, data = await preamble.begin(request, forms=False)
-    engine = service.ready_engine()  # ready: begin() has just made sure
+    translator = service.ready_translator()  # ready: begin() has just made sure
     settings = service.settings
     (text,), _ = parsing.texts(data, "text", settings)
     source = parsing.language(data, "source", allow_auto=True, default="auto")
@@ -42,20 +43,20 @@ async def translate(request: Request) -> Response:
     (src,), (found,) = await preamble.sources(service, quality, [text], source)
     detected = detected_json(found) if found else None
     if not parsing.flag(data, "stream"):
-        job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality)
+        job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality, turn(request))
         return JSONResponse(_result(job, detected, quality))
     if quality == "best":
-        queued = await queue_candidates(service, [(text, src)], target, options)  # a full queue: 429 at once
+        queued = await queue_candidates(service, [(text, src)], target, options, turn(request))  # full: 429 at once
         return sse.response(request, _best_stream(service, request, queued, sampling, detected))
 
-    job, events = await submit(service, [(text, src)], target, sampling, stream=True, options=options)
+    job, events = await submit(service, [(text, src)], target, sampling, True, options, turn(request))
 
     async def stream():
         yield sse.event("start", {"segments": job.num_segments, "detectedLanguage": detected})
         async for event in events_until_done(job, events, request):
             if event.kind in ("token", "segment"):
                 # "token": the text so far, the segment being generated included; "progress": a segment ended.
-                (partial,) = job.settled_texts(engine.decode if event.kind == "token" else None)
+                (partial,) = job.settled_texts(translator.decode if event.kind == "token" else None)
                 yield sse.event(
                     "progress" if event.kind == "segment" else "token",
                     {"done": event.num_done, "total": job.num_segments, "partial": partial},

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+from dataclasses import dataclass
 from typing import Literal, overload
 from urllib.parse import parse_qsl
 
@@ -11,11 +13,11 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
-from ..engine.jobs import Options
 from ..errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from ..glossary import parse_request
 from ..languages import Language, resolve
 from ..settings import Settings
+from ..translation.jobs import Options
 from .ratelimit import Limits
 
 JSON_TYPES = ("application/json", "")  # no content type: read as JSON, as curl --json and most clients mean it
@@ -180,39 +182,66 @@ def _check_text(text: str) -> None:
         ) from None
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: its API key (by position in HYMT_API_KEYS and by a hash that names it across restarts
+    and reordered keys; None when keys are off) and its address."""
+
+    key_index: int | None
+    key_hash: str | None
+    address: str | None
+
+    @property
+    def client(self) -> str:
+        """Its turn in the engine's fair order: the key when keys are on, else the address."""
+        return f"key:{self.key_index}" if self.key_index is not None else f"address:{self.address}"
+
+
 async def read_request(
     request: Request, settings: Settings, limits: Limits | None = None, forms: bool = True, limit: int | None = None
 ) -> dict:
     """The body of a request that needs an API key (when keys are configured): read, the key checked, then the
-    rate limits of the key and of the client's address."""
+    rate limits of the key and of the client's address. Who sent it is kept for the route (`caller`)."""
     data = await read_body(request, settings, forms, limit)
-    key_index = _check_api_key(data, request, settings)
+    key_index, key_hash = _check_api_key(data, request, settings)
+    address = request.client.host if request.client else None
     if limits is not None:
-        limits.check(key_index, request.client.host if request.client else None)
+        limits.check(key_index, address)
+    request.state.caller = Caller(key_index, key_hash, address)
     return data
 
 
-def _check_api_key(data: dict, request: Request, settings: Settings) -> int | None:
-    """The position of the request's key in HYMT_API_KEYS (None when keys are off). The key comes from the body's
-    `api_key` (LibreTranslate clients) or `Authorization: Bearer` (OpenAI clients); it is compared with every
-    configured key in constant time, so timing tells nothing about how much of it was right."""
+def caller(request: Request) -> Caller:
+    """Who sent a request that read_request has read."""
+    return request.state.caller
+
+
+# Where a key may come from besides the body's api_key (LibreTranslate clients): Authorization with OpenAI's scheme
+# or DeepL's, or DeepL's older auth_key form field.
+KEY_SCHEMES = ("bearer", "deepl-auth-key")
+
+
+def _check_api_key(data: dict, request: Request, settings: Settings) -> tuple[int | None, str | None]:
+    """The request's key: its position in HYMT_API_KEYS and its hash ((None, None) when keys are off). The key
+    comes from the body's `api_key` or `auth_key`, or `Authorization: Bearer` / `DeepL-Auth-Key`; it is compared
+    with every configured key in constant time, so timing tells nothing about how much of it was right."""
     key = data.get("api_key")
     if key is None:  # absent or null (Mastodon without a key configured): no key, as LibreTranslate reads it
-        key = ""
+        key = data.get("auth_key") or ""
     if not isinstance(key, str):
         raise BadRequest("api_key must be a string or null", error_type="invalid_type")
     if not settings.api_keys:
-        return None
+        return None, None
     if not key:
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        key = credentials.strip() if scheme.lower() == "bearer" else ""
+        key = credentials.strip() if scheme.lower() in KEY_SCHEMES else ""
     given = key.encode("utf-8")
     matches = [hmac.compare_digest(given, known.encode("utf-8")) for known in settings.api_keys]
     if not key:
         raise Unauthorized("an API key is required: send api_key or Authorization: Bearer <key>")
     if not any(matches):
         raise Forbidden("invalid API key")
-    return matches.index(True)
+    return matches.index(True), hashlib.sha256(given).hexdigest()
 
 
 def texts(data: dict, field: str, settings: Settings) -> tuple[list[str], bool]:

@@ -1,11 +1,12 @@
-"""Documents on the service's jobs, one path for every caller (/translate_file, /api/translate_file, `format: html`
-on /translate, and `hymt translate FILE`): prepare the file off the event loop, translate its texts through the job
-bridge (progress comes from the jobs' own events), and finish the file off the event loop again."""
+"""Documents through the translator, one path for every caller (the document jobs' worker behind /translate_file,
+/api/translate_file, /api/jobs and DeepL's /v2/document; `format: html` on /translate; and `hymt translate FILE`):
+prepare the file off the event loop, translate its texts through the bridge as batch work (progress comes from
+the translations' own events), and finish the file off the event loop again."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
@@ -14,11 +15,11 @@ from starlette.requests import Request
 from .. import documents
 from ..detect import detect
 from ..documents import html as html_documents
-from ..documents.translate import OnText, translate_document
-from ..engine.jobs import Job, Options
+from ..documents.translate import OnText, Translate, translate_document
+from ..engine.sampling_params import Sampling
 from ..languages import Language
-from ..prompts import Sampling
 from ..settings import Settings
+from ..translation.jobs import Job, Options
 from . import bridge
 from .service import Service
 
@@ -40,55 +41,49 @@ class Upload:
 async def open_upload(
     settings: Settings,
     ext: str,
-    filename: str,
+    name: str,
     content: bytes,
     source: Language | None,
     target: Language,
     options: Options = Options(),
 ) -> Upload:
     """The document (of format `ext`, documents.extension) read after the hostile-file checks, and its language
-    detected, off the event loop."""
+    detected, off the event loop; `name`: the one offered for its translation (documents.download_name)."""
     prepared = await run_in_threadpool(
         documents.open_document, ext, content, target.code, documents.Limits.of(settings)
     )
     if source is None and prepared.texts:
         found = await run_in_threadpool(detect, prepared.sample())
         source = found.language if found else None
-    return Upload(ext, documents.download_name(filename, ext, target.code), prepared, source, target, options)
+    return Upload(ext, name, prepared, source, target, options)
+
+
+def report_json(result: documents.Result[bytes]) -> str:
+    """What the translation of a file reports (segments, markup fallbacks), as a stored job keeps it."""
+    return json.dumps(result.report())
 
 
 async def translate(
-    service: Service, upload: Upload, request: Request | None, on_progress: Callable[[int, int], None] | None = None
+    service: Service,
+    upload: Upload,
+    request: Request | None,
+    on_progress: Callable[[int, int], None] | None = None,
+    client: str = "",
+    resume: Callable[[Translate], Translate] | None = None,
 ) -> documents.Result[bytes]:
-    """The translated file; on_progress(settled, total) as its texts settle. A client that leaves has the jobs
-    cancelled (the bridge's)."""
+    """The translated file; on_progress(settled, total) as its texts settle. A client that leaves has the
+    translations cancelled (the bridge's). `client`: whose turn in the engine's fair order; `resume`: wraps the
+    translating of texts (the document jobs keep what was translated, to resume from it)."""
     sampling = Sampling(greedy=service.settings.greedy)
 
-    async def through_jobs(texts: list[str], on_text: OnText | None) -> list[str]:
+    async def through_translator(texts: list[str], on_text: OnText | None) -> list[str]:
         return await bridge.translate_parts(
-            service, texts, upload.source, upload.target, sampling, request, on_text, upload.options
+            service, texts, upload.source, upload.target, sampling, request, on_text, upload.options, client
         )
 
-    translated = await translate_document(upload.prepared.texts, through_jobs, on_progress)
+    through = resume(through_translator) if resume else through_translator
+    translated = await translate_document(upload.prepared.texts, through, on_progress)
     return await run_in_threadpool(documents.finish, upload.prepared, translated.texts, translated.paths)
-
-
-async def translate_with_progress(
-    service: Service, upload: Upload, request: Request | None
-) -> AsyncIterator[Progress | documents.Result[bytes]]:
-    """translate() as a stream: each progress step as it happens, then the translated file (or its error). A
-    consumer that stops early has the translation stopped."""
-    steps: asyncio.Queue[Progress | None] = asyncio.Queue()
-    work = asyncio.ensure_future(
-        translate(service, upload, request, lambda done, total: steps.put_nowait((done, total)))
-    )
-    work.add_done_callback(lambda _: steps.put_nowait(None))
-    try:
-        while (step := await steps.get()) is not None:
-            yield step
-        yield work.result()
-    finally:
-        work.cancel()
 
 
 async def read_fragments(texts: list[str], target: Language) -> list[documents.Prepared[str]]:

@@ -11,15 +11,22 @@ from starlette.requests import Request
 from ..detect import Detection, detect
 from ..languages import Language
 from . import parsing
+from .bridge import Turn
 from .service import Service
 
 
 async def begin(request: Request, forms: bool = True, limit: int | None = None) -> tuple[Service, dict]:
     """The service, ready, and the request's body."""
     service: Service = request.app.state.service
-    service.ready_engine()
+    service.ready_translator()
     data = await parsing.read_request(request, service.settings, service.limits, forms=forms, limit=limit)
     return service, data
+
+
+def turn(request: Request) -> Turn:
+    """An interactive request's place in the engine's fair order: its client's turn (a request of many segments
+    is batch work all the same: the translator decides)."""
+    return Turn(client=parsing.caller(request).client)
 
 
 async def sources(
@@ -28,7 +35,7 @@ async def sources(
     """Per text, its source language: the given one, or the one detected (None when undetectable) with the
     detection. Quality "best" is refused here first, before any detection work, when it is unavailable."""
     if quality == "best":
-        service.fusion_engine()
+        service.fusion_translator()
     return await run_in_threadpool(_detect_sources, texts, source)
 
 

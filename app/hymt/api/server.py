@@ -1,8 +1,10 @@
 """`hymt serve`: plan (or read the entrypoint's decision), then one uvicorn worker: one model copy per GPU.
 
 SIGTERM (docker stop, supervisord) drains: new requests get 503 with Retry-After and /health says "draining", so a
-load balancer moves on; the requests in flight finish within HYMT_DRAIN_GRACE_S (those still unfinished then end
-with an explicit 503), and the process exits 0. A second signal stops at once."""
+load balancer moves on; the document jobs stop where they are, kept unfinished in the store for the next start to
+resume (whoever waits on one gets a 503 that says so); the other requests in flight finish within
+HYMT_DRAIN_GRACE_S (those still unfinished then end with an explicit 503), and the process exits 0. A second signal
+stops at once."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..planner.decide import decision_for
 from ..settings import Settings
 from .app import create_app
 from .service import Service
+from .worker import JobWorker
 
 log = logging.getLogger("hymt.server")
 
@@ -25,14 +28,14 @@ _KEY_IN_QUERY = re.compile(r"(api_key=)[^&\s]*", re.IGNORECASE)
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, service: Service):
+    def __init__(self, config: uvicorn.Config, service: Service, worker: JobWorker):
         super().__init__(config)
-        self.service = service
+        self.service, self.worker = service, worker
 
     def handle_exit(self, sig, frame) -> None:
         # uvicorn's own handler would stop listening at once and re-raise the signal after shutting down (ending
         # the process by the signal, not with 0); draining first keeps every accepted request's answer.
-        if self.service.draining or self.service.engine is None:
+        if self.service.draining or self.service.translator is None:
             self.should_exit = True
             self.force_exit = self.service.draining
             return
@@ -42,11 +45,15 @@ class DrainingServer(uvicorn.Server):
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.service.settings.drain_grace_s
+        try:
+            self.worker.stop_from_thread(timeout=self.service.settings.drain_grace_s)
+        except Exception:
+            log.exception("stopping the document jobs failed")
         while self.service.busy() and time.monotonic() < deadline:
             time.sleep(0.1)
         if self.service.busy():
             log.warning("drain grace over: ending the requests still in flight with an error")
-            self.service.stop_engines()
+            self.service.stop_translators()
         else:
             log.info("drained: every request in flight has its answer")
         self.should_exit = True
@@ -83,7 +90,7 @@ def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=10,
     )
     logging.getLogger("uvicorn.access").addFilter(_RedactKeys())
-    server = DrainingServer(config, app.state.service)
+    server = DrainingServer(config, app.state.service, app.state.worker)
     server.run()
     if fatal:
         print(f"hymt: error: {fatal[0]}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""The service behind the routes: the engine once loaded (in a background thread, so /health answers "loading"
-meanwhile), the fusion engine beside it, and what state they are in. Routes reach their jobs through bridge.py."""
+"""The service behind the routes: the translator once its model is loaded (in a background thread, so /health
+answers "loading" meanwhile), the fusion model's translator beside it, and what state they are in. Routes reach
+their translations through bridge.py."""
 
 from __future__ import annotations
 
@@ -11,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import detect
-from ..engine.engine import Engine
-from ..engine.startup import start
 from ..errors import HymtError, NotReady
 from ..planner.decision import Decision
 from ..planner.fusion import fusion_settings
 from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
 from ..prompts import CANDIDATE_SAMPLINGS
 from ..settings import Settings
+from ..translation.translator import Translator, start
 from .ratelimit import Limits
 
 log = logging.getLogger("hymt.service")
@@ -30,13 +30,13 @@ DEGRADED_AFTER_OOM_S = 300
 class Service:
     settings: Settings
     decision: Decision
-    engine: Engine | None = None
+    translator: Translator | None = None
     load_error: str | None = None
     started_at: float = field(default_factory=time.monotonic)
     started_at_wall: float = field(default_factory=time.time)
     on_fatal: Callable[[str], None] | None = None
     phase: str = "starting"  # what start-up is doing, for /health until the engine is ready
-    fusion: Engine | None = None  # the fusion model's own engine, when it is resident beside the translation model
+    fusion: Translator | None = None  # the fusion model's own, when it is resident beside the translation model
     fusion_error: str | None = None
     draining: bool = False  # SIGTERM came: requests in flight finish, new ones get 503
     limits: Limits = field(init=False)
@@ -44,7 +44,7 @@ class Service:
     def __post_init__(self):
         self.limits = Limits(self.settings.rate_limit_per_key, self.settings.rate_limit_per_address)
 
-    def load_in_background(self, engine_factory: Callable[..., Engine] | None = None) -> threading.Thread:
+    def load_in_background(self, factory: Callable[..., Translator] | None = None) -> threading.Thread:
         def on_phase(text: str) -> None:
             log.info("start-up: %s", text)
             self.phase = text
@@ -52,13 +52,13 @@ class Service:
         def load():
             try:
                 apply_memory_cap(self.settings.gpu_memory_gb)
-                engine = (engine_factory or start)(self.settings, self.decision, on_phase)
-                self.decision = engine.decision
-                # Before the translation engine serves: capturing the fusion model's CUDA graphs while another
+                translator = (factory or start)(self.settings, self.decision, on_phase)
+                self.decision = translator.decision
+                # Before the translation model serves: capturing the fusion model's CUDA graphs while another
                 # thread runs steps on the same GPU is not allowed.
-                self._load_fusion(engine_factory or start, on_phase)
+                self._load_fusion(factory or start, on_phase)
                 detect.prepare()
-                self.engine = engine
+                self.translator = translator
                 self.phase = "ready"
             except Exception as exc:  # noqa: BLE001 - any start-up failure makes the service unhealthy, with a reason
                 message = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
@@ -71,7 +71,7 @@ class Service:
         thread.start()
         return thread
 
-    def _load_fusion(self, factory: Callable[..., Engine], on_phase: Callable[[str], None]) -> None:
+    def _load_fusion(self, factory: Callable[..., Translator], on_phase: Callable[[str], None]) -> None:
         """The fusion model, where the planner placed it beside the translation model. Its failure only refuses
         quality "best" (with the reason); the translation model serves all the same."""
         own = self.decision.fusion.decision
@@ -92,24 +92,24 @@ class Service:
             self.fusion_error = exc.message if isinstance(exc, HymtError) else f"{type(exc).__name__}: {exc}"
             log.error("the fusion model did not start: %s; quality best is refused", self.fusion_error)
 
-    def ready_engine(self) -> Engine:
+    def ready_translator(self) -> Translator:
         if self.draining:
             raise NotReady(
                 "the server is shutting down and takes no new requests; try again shortly",
                 max(1, round(self.settings.drain_grace_s)),
                 error_type="draining",
             )
-        if self.engine is None:
+        if self.translator is None:
             raise NotReady(self.load_error or f"the server is starting ({self.phase}); try again shortly")
-        if not self.engine.alive:
+        if not self.translator.alive:
             raise NotReady("the engine stopped; the service is restarting")
-        return self.engine
+        return self.translator
 
-    def fusion_engine(self) -> Engine:
-        """The engine that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
-        engine = self.ready_engine()
+    def fusion_translator(self) -> Translator:
+        """The translator that fuses candidates for quality "best", or a 422 that says why the mode is refused."""
+        translator = self.ready_translator()
         if self.decision.fusion.placement == "same":
-            return engine
+            return translator
         if self.fusion is not None and self.fusion.alive:
             return self.fusion
         why = self.fusion_error or self.decision.fusion.reason or "no fusion model"
@@ -123,7 +123,7 @@ class Service:
         """What /health says about quality "best"."""
         fusion = self.decision.fusion
         return {
-            "best": self.engine is not None and self._fusion_up(),
+            "best": self.translator is not None and self._fusion_up(),
             "placement": fusion.placement,
             "reason": self.fusion_error or fusion.reason,
             "fusion_profile": fusion.decision.profile if fusion.decision else None,
@@ -131,27 +131,30 @@ class Service:
             "candidates": len(CANDIDATE_SAMPLINGS),
         }
 
-    def stop_engines(self) -> None:
-        """End what the engines hold with an error, and stop them."""
-        for engine in (self.engine, self.fusion):
-            if engine is not None:
-                engine.stop()
+    def stop_translators(self) -> None:
+        """End what the translators hold with an error, and stop their engines."""
+        for translator in (self.translator, self.fusion):
+            if translator is not None:
+                translator.stop()
 
     def busy(self) -> bool:
-        """Whether the engine still holds segments (waiting or in flight)."""
-        return any(e is not None and (e.queue_depth > 0 or e.in_flight > 0) for e in (self.engine, self.fusion))
+        """Whether an engine still holds segments (waiting or in flight)."""
+        return any(
+            (now := t.snapshot()).queue_depth > 0 or now.in_flight > 0
+            for t in (self.translator, self.fusion)
+            if t is not None
+        )
 
     def status(self) -> str:
         if self.draining:
             return "draining"
-        if self.load_error is not None or (self.engine is not None and not self.engine.alive):
+        if self.load_error is not None or (self.translator is not None and not self.translator.alive):
             return "unhealthy"
-        if self.engine is None:
+        if self.translator is None:
             return "loading"
-        recent_oom = (
-            self.engine.last_oom_at is not None and time.monotonic() - self.engine.last_oom_at < DEGRADED_AFTER_OOM_S
-        )
-        if recent_oom or self.engine.queue_depth > 0.8 * self.settings.max_queue_segments:
+        now = self.translator.snapshot()
+        recent_oom = now.last_oom_at is not None and time.monotonic() - now.last_oom_at < DEGRADED_AFTER_OOM_S
+        if recent_oom or now.waiting["interactive"] > 0.8 * self.settings.max_queue_segments:
             return "degraded"
         return "healthy"
 

@@ -1,15 +1,18 @@
-"""Admission by expected wait: a request is taken only if its segments can be expected to start within
-`max_wait_s`; otherwise it is refused at once, with the wait it would have had, so its client can come back later
-(or go elsewhere) instead of timing out in a queue.
+"""Admission by expected wait, for interactive work: a request is taken only if its segments can be expected to
+start within `max_wait_s`; otherwise it is refused at once, with the wait it would have had, so its client can come
+back later (or go elsewhere) instead of timing out in a queue. Batch work (documents, long texts) waits behind
+interactive work and is bounded by the room in its own queue instead (the engine's), so it never counts here.
 
-While segments wait, the engine is at capacity and the queue drains at its throughput: the last of the segments
-ahead starts once about their tokens have been generated. So the expected wait is the output tokens owed to the
-waiting segments ahead (each its budget, scaled by the share of their budgets finished segments actually used),
-plus the request's own segments that do not fit in the free rows, divided by the throughput in output tokens per
-second. The throughput is measured from the engine's totals over stretches during which segments were waiting (the
-rate a newcomer's wait depends on), seeded with the warm-up's figure until the first measurement.
+While interactive segments wait, the engine is at capacity and they start in turn: the last of the segments ahead
+starts once about their tokens have been generated. So the expected wait is the output tokens owed to the
+interactive segments waiting (each its budget, scaled by the share of their budgets finished segments actually
+used), plus the request's own segments that do not fit in the free rows, over the throughput interactive work gets:
+the engine's, less the minimum share batch work keeps while it has work. The throughput is measured from the
+engine's totals over stretches during which segments were waiting (the rate a newcomer's wait depends on), seeded
+with the warm-up's figure until the first measurement.
 
-Pure arithmetic (no torch, no clock of its own), tested without a model; the engine holds its lock around it.
+Pure arithmetic (no torch, no clock of its own), tested without a model. The engine thread feeds it its totals; the
+threads that add requests read the verdict (plain numbers, under the engine's inbox lock).
 """
 
 from __future__ import annotations
@@ -65,17 +68,18 @@ class Admission:
             share = min(1.0, used_tokens / budget_tokens)
             self.budget_used = 0.95 * self.budget_used + 0.05 * share
 
-    def decide(self, waiting_budgets: list[int], own_budgets: list[int], free_rows: int) -> Verdict:
-        """Whether a request whose segments have output budgets `own_budgets` may join a queue whose waiting
-        segments have `waiting_budgets`, with `free_rows` rows free in the running batch."""
-        if not waiting_budgets:
+    def decide(self, waiting_tokens: int, own_budgets: list[int], free_rows: int, share: float = 1.0) -> Verdict:
+        """Whether an interactive request whose segments have output budgets `own_budgets` may join the interactive
+        segments waiting (`waiting_tokens` owed to them), with `free_rows` rows free in the running batch and
+        `share` of the throughput its class gets."""
+        if not waiting_tokens:
             # Nothing waits: its first segments start at once, the rest behind its own (the rows are its).
             ahead = sum(own_budgets[free_rows:-1])
         else:
-            ahead = sum(waiting_budgets) + sum(own_budgets[:-1])
-        wait = ahead * self.budget_used / self.tokens_per_s
+            ahead = waiting_tokens + sum(own_budgets[:-1])
+        wait = ahead * self.budget_used / (self.tokens_per_s * share)
         self.expected_wait_s = wait
         # A request alone is admitted whatever its size: refusing it would not let anything else run sooner.
-        if not waiting_budgets or wait <= self.max_wait_s:
+        if not waiting_tokens or wait <= self.max_wait_s:
             return Verdict(True, wait, 0)
         return Verdict(False, wait, max(1, math.ceil(wait - self.max_wait_s)))

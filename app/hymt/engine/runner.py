@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..prompts import Sampling
 from .adapters import adapted
 from .kvcache import KVArena
 from .loader import Loaded
 from .model import Batch, Decoder
+from .requests import Request
 from .sampler import CAPTURED_TOP_K, Sampler
-from .scheduler import Chunk, Sequence
+from .scheduler import Chunk
+from .sequence import Sequence
 
 log = logging.getLogger("hymt.runner")
 
@@ -36,8 +37,6 @@ BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
 class RunnerStats:
     steps: dict = field(default_factory=lambda: {"prefill": 0, "decode": 0})
     tokens_in: int = 0  # prompt tokens prefilled (including those prefilled again after a preemption)
-    tokens_out: int = 0
-    segments: int = 0  # segments finished
     oom_events: int = 0
     preemptions: int = 0
     step_s: dict = field(default_factory=lambda: {"prefill": 0.0, "decode": 0.0})
@@ -125,12 +124,6 @@ class ModelRunner:
         # A PEFT model starts with its first adapter active (LoRA wrappers read it at every call).
         self._adapter = model.active_adapter if adapted(model) else None
 
-    def encode(self, prompt: str) -> list[int]:
-        return self.loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
-
     # -- steps -------------------------------------------------------------------------------------------------
     def _use_adapter(self, name: str | None) -> None:
         """The step's LoRA adapter (the scheduler never mixes adapters in flight), or the base model for None."""
@@ -188,7 +181,6 @@ class ModelRunner:
             self.state[:, index] = torch.stack([sampled, self._tensor(ends), self._tensor([s.kv_start for s in seqs])])
             for (i, _), token in zip(sampling, sampled.tolist()):
                 tokens[i] = token
-            self.stats.tokens_out += len(sampling)
         self.stats.steps["prefill"] += 1
         self.stats.tokens_in += sum(c.length for c in chunks if not c.decoding)
         self.stats.step_s["prefill"] += time.perf_counter() - started
@@ -236,15 +228,10 @@ class ModelRunner:
             launched.tokens = launched.host[: len(launched.seqs)].tolist()
         now = time.perf_counter()
         self.stats.steps["decode"] += 1
-        self.stats.tokens_out += len(launched.tokens)
         self.stats.max_in_flight_seen = max(self.stats.max_in_flight_seen, len(launched.seqs))
         self.stats.step_s["decode"] += now - max(launched.started, self._last_collect)
         self._last_collect = now
         return launched.tokens
-
-    def decode(self, seqs: list[Sequence]) -> list[int]:
-        """One decoding step, waited for."""
-        return self.collect(self.launch(seqs))
 
     def _advance_rows(self, logits: torch.Tensor, index: torch.Tensor, top_k_bound: int) -> torch.Tensor:
         """Sample each row's next token and advance its state: the next step feeds it at the next position."""
@@ -345,9 +332,9 @@ class ModelRunner:
         while budget > 0 and len(chunks) < plan.max_in_flight:
             length = min(budget, plan.max_seq_tokens - 1)
             seq = Sequence(
-                prompt_ids=torch.randint(0, vocab, (length,), generator=generator).tolist(),
-                max_new_tokens=1,
-                sampling=Sampling(),
+                Request(
+                    id=0, prompt_ids=torch.randint(0, vocab, (length,), generator=generator).tolist(), max_new_tokens=1
+                )
             )
             seq.row, seq.kv_start = len(chunks), start
             chunks.append(Chunk(seq, 0, length))

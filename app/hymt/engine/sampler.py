@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from ..prompts import Sampling
 from . import kernels
+from .sampling_params import Sampling
 
 # Top-k beyond this (or none) cannot be captured with a fixed shape; such rows sample in an uncaptured step.
 CAPTURED_TOP_K = kernels.TOP

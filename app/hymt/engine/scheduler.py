@@ -1,82 +1,50 @@
-"""Which segments run in the next model step: continuous batching at the granularity of one decoding step.
+"""Which segments run in the next model step, and what each step's tokens do: continuous batching at the granularity
+of one decoding step, the waiting segments taken in the fair order of engine/fair.py.
 
-A segment waits (FIFO) until a row and a contiguous KV range (prompt + output budget) are free; then it is
-prefilled, in chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other segment
-in flight, and it leaves the step it ends, giving its row and range to the next one at once. A prefill step also
-decodes one token of every segment already decoding (they ride along in the same packed pass), so newcomers never
-stall the running batch. A prefill step follows at most one decoding step in small batches; in large ones newcomers
-gather for a few decoding steps first, so that one prefill step takes several. All segments in flight share one LoRA
-adapter (an adapter switch waits for the batch to drain, in arrival order). Preemption (on out-of-memory) returns
-segments to the head of the queue with what they generated, to be prefilled again and resumed.
+A segment waits until a row and a contiguous KV range (prompt + output budget) are free; then it is prefilled, in
+chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other segment in flight,
+and it leaves the step it ends, giving its row and range to the next one at once. A prefill step also decodes one
+token of every segment already decoding (they ride along in the same packed pass), so newcomers never stall the
+running batch. A prefill step follows at most one decoding step; in a large batch newcomers gather for a few
+decoding steps first, so that one prefill step takes several (a prefill step costs several decoding steps whatever
+its tokens: bench/prefill_cost.py), and interactive newcomers' chunks go first in it. All segments in flight share
+one LoRA adapter (an adapter switch waits for the batch to drain). When the segment chosen next cannot get a range,
+admission stops there: nothing overtakes it, so a long segment is not starved by short ones.
 
-Pure bookkeeping (no torch), tested without a model; the engine holds its lock around it.
+`postprocess` records a step's tokens: each segment's new token, the stop checks, and the Outputs that go back
+(every token of a streaming request as it comes, the whole output of the others once they end). Preemption (on
+out-of-memory) returns segments to the head of their request's queue with what they generated, to be prefilled
+again and resumed.
+
+Pure bookkeeping (no torch), tested without a model; only the engine thread uses it. Its counters are plain
+integers that other threads read for the engine's snapshot and admission.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import deque
+from collections.abc import Sequence as Tokens_
 from dataclasses import dataclass, field
-from enum import Enum
 
-from ..errors import Overloaded, PayloadTooLarge
-from ..prompts import Sampling
 from .allocator import RangeAllocator
+from .fair import Waiting
+from .requests import Output, Priority
+from .sequence import Sequence, State
 
 # The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
 PAD_TOKENS = 1
 
-# Clients arrive one by one, and a prefill step runs eagerly and holds the whole batch meanwhile: prefilling each
-# newcomer alone costs a large batch more than a short wait costs the newcomer. So a newcomer waits one decoding
-# step per GATHER_ROWS segments decoding (at most MAX_GATHER_STEPS), unless a full prefill step is ready or no one
-# else can join.
+# A prefill step runs eagerly and holds the whole batch meanwhile: prefilling each newcomer alone costs a large batch
+# more than a short wait costs the newcomer. So a newcomer waits one decoding step per GATHER_ROWS segments decoding
+# (at most MAX_GATHER_STEPS), unless a full prefill step is ready.
 GATHER_ROWS = 8
 MAX_GATHER_STEPS = 8
 
+# A step's tokens, one per sequence of the step (None: a chunk that does not sample yet).
+Tokens = Tokens_[int | None]
 
-class State(Enum):
-    WAITING = "waiting"
-    RUNNING = "running"
-    FINISHED = "finished"
-
-
-@dataclass(eq=False)
-class Sequence:
-    """One segment to translate: its prompt, its budget and decoding settings, and what it has generated."""
-
-    prompt_ids: list[int]
-    max_new_tokens: int
-    sampling: Sampling = Sampling()
-    adapter: str | None = None
-    min_new_tokens: int = 0
-    job_id: int = 0
-    index: int = 0  # position of the segment in its job
-    payload: object = field(default=None, repr=False)  # opaque here: the engine's jobs.Origin
-    output_ids: list[int] = field(default_factory=list)
-    state: State = State.WAITING
-    arrival: int = 0
-    # While admitted (running): its state row in the runner and the first arena row of its range; -1 otherwise.
-    row: int = -1
-    kv_start: int = -1
-    num_cached: int = 0  # tokens whose keys and values are in the arena
-    preemptions: int = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt_ids) + len(self.output_ids)
-
-    @property
-    def kv_tokens(self) -> int:
-        """The arena range it needs: the prompt and the whole output budget (the last token is never cached)."""
-        return len(self.prompt_ids) + self.max_new_tokens
-
-    def token(self, position: int) -> int:
-        n = len(self.prompt_ids)
-        return self.prompt_ids[position] if position < n else self.output_ids[position - n]
-
-    @property
-    def needs_prefill(self) -> bool:
-        return self.num_tokens - self.num_cached > 1
+# A segment that runs out of memory even alone this many times fails instead of being requeued again.
+MAX_PREEMPTIONS_ALONE = 2
 
 
 @dataclass
@@ -106,21 +74,22 @@ class Step:
 
 
 class Scheduler:
-    def __init__(self, kv_tokens: int, max_in_flight: int, prefill_tokens: int, max_queue: int):
+    def __init__(
+        self, kv_tokens: int, max_in_flight: int, prefill_tokens: int, batch_min_share: float, stop_ids: list[int]
+    ):
         self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
         self.max_in_flight = max_in_flight  # may shrink after out-of-memory; rows beyond it stay free
         self.prefill_tokens = prefill_tokens
-        self.max_queue = max_queue
-        self.waiting: deque[Sequence] = deque()
+        self.stop_ids = frozenset(stop_ids)
+        self.waiting = Waiting(batch_min_share)
         self.running: list[Sequence] = []
+        self.rows_held = {p: 0 for p in Priority}  # rows in flight by class
+        self.tokens_out = {p: 0 for p in Priority}  # tokens generated, by class
+        self.segments_done = 0
         self._free_rows = list(range(max_in_flight - 1, -1, -1))
         self._arrivals = itertools.count()
         self._last_kind = "decode"
-        self._gathered = 0  # decoding steps taken while newcomers wait for their prefill
-
-    @property
-    def num_waiting(self) -> int:
-        return len(self.waiting)
+        self._gathered = 0  # decoding steps taken while batch newcomers wait for their prefill
 
     @property
     def max_segment_tokens(self) -> int:
@@ -128,28 +97,22 @@ class Scheduler:
         return self.allocator.capacity_tokens - PAD_TOKENS
 
     def add(self, seqs: list[Sequence]) -> None:
-        """Queue all of a job's segments, or none: a job that does not fit is refused whole."""
-        if len(self.waiting) + len(seqs) > self.max_queue:
-            raise Overloaded(
-                f"the queue is full ({len(self.waiting)} of {self.max_queue} segments waiting); try again shortly"
-            )
-        too_long = [s for s in seqs if s.kv_tokens > self.max_segment_tokens]
-        if too_long:
-            raise PayloadTooLarge(
-                f"a segment needs {too_long[0].kv_tokens} KV tokens (its prompt and output "
-                f"budget); the cache holds {self.max_segment_tokens}: split it or ask for fewer "
-                "new tokens"
-            )
         for seq in seqs:
             seq.arrival = next(self._arrivals)
             seq.state = State.WAITING
-        self.waiting.extend(seqs)
+            self.waiting.push(seq)
 
-    def remove_job(self, job_id: int) -> list[Sequence]:
-        """Drop a job's waiting segments and release its running ones; returns the running ones released."""
-        self.waiting = deque(s for s in self.waiting if s.job_id != job_id)
-        gone = [s for s in self.running if s.job_id == job_id]
-        for seq in gone:
+    def abort(self, ids: set[int]) -> None:
+        """Requests the caller gave up on leave the queue and the batch (a step in flight may still compute their
+        rows; its tokens for them are dropped)."""
+        self.waiting.remove(lambda s: s.id in ids)
+        for seq in [s for s in self.running if s.id in ids]:
+            self.finish(seq)
+
+    def drain(self) -> list[Sequence]:
+        """Every segment waiting or in flight, taken out (the engine is stopping)."""
+        gone = self.waiting.remove(lambda s: True) + list(self.running)
+        for seq in list(self.running):
             self.finish(seq)
         return gone
 
@@ -161,6 +124,7 @@ class Scheduler:
             (pending if seq.needs_prefill else ready).append(seq)
         if pending and (not ready or (self._last_kind == "decode" and self._prefill_due(pending, ready))):
             self._last_kind, self._gathered = "prefill", 0
+            pending.sort(key=lambda s: s.priority is not Priority.INTERACTIVE)  # stable: interactive chunks first
             riders = [Chunk(s, s.num_cached, 1, decoding=True) for s in ready]
             return Step("prefill", chunks=self._chunks(pending) + riders)
         if ready:
@@ -170,42 +134,90 @@ class Scheduler:
         return None
 
     def wants_prefill(self) -> bool:
-        """Whether the next step may prefill: a segment admitted and waiting for it, or one waiting with a row free."""
-        return any(s.needs_prefill for s in self.running) or (
-            bool(self.waiting) and len(self.running) < self.max_in_flight
-        )
+        """Whether the next step may prefill: a segment admitted and waiting for it, or one that would be admitted."""
+        if any(s.needs_prefill for s in self.running):
+            return True
+        return self._admissible() is not None
 
-    def refresh_riders(self, step: Step) -> None:
-        """A prefill step's decoding riders as they are now (a decoding step finished since it was scheduled)."""
-        chunks = [c for c in step.chunks if not c.decoding]
-        step.chunks = chunks + [
-            Chunk(c.seq, c.seq.num_cached, 1, decoding=True)
-            for c in step.chunks
-            if c.decoding and c.seq.state is State.RUNNING
-        ]
+    def postprocess(self, step: Step, tokens: Tokens) -> tuple[list[Output], list[Sequence]]:
+        """Record a step's tokens (None: a chunk that does not sample yet). Returns the outputs to post back and
+        the segments that ended; those leave the batch at once."""
+        outputs: list[Output] = []
+        finished: list[Sequence] = []
+        lengths = [c.length for c in step.chunks] if step.kind == "prefill" else [1] * len(step.seqs)
+        for seq, length, token in zip(step.sequences, lengths, tokens):
+            if seq.state is not State.RUNNING:  # it ended in an earlier step, or its request was aborted
+                continue
+            seq.num_cached += length
+            if token is None:
+                continue
+            if not (token in self.stop_ids and len(seq.output_ids) >= seq.min_new_tokens):
+                seq.output_ids.append(token)
+                self.tokens_out[seq.priority] += 1
+                if len(seq.output_ids) < seq.max_new_tokens:
+                    if seq.request.stream:
+                        outputs.append(Output(seq.id, (token,)))
+                        seq.posted += 1
+                    continue
+            self.finish(seq)
+            self.segments_done += 1
+            finished.append(seq)
+            outputs.append(Output(seq.id, tuple(seq.output_ids[seq.posted :]), finished=True))
+        return outputs, finished
+
+    def recover(self, step: Step) -> tuple[list[Sequence], list[Sequence]]:
+        """Out of memory in a step: its prefilled segments, or the newest half in flight (batch work first) when
+        decoding, go back to the queue with what they generated, and the budget shrinks. A segment that failed
+        alone too often is taken out instead. Returns (requeued, hopeless)."""
+        if step.kind == "prefill":
+            victims = [c.seq for c in step.chunks if not c.decoding and c.seq.state is State.RUNNING]
+        else:
+            order = sorted(self.running, key=lambda s: (s.priority is Priority.INTERACTIVE, -s.arrival))
+            victims = order[: (len(order) + 1) // 2]
+        hopeless = [s for s in victims if len(self.running) == 1 and s.preemptions >= MAX_PREEMPTIONS_ALONE]
+        victims = [s for s in victims if s not in hopeless]
+        for seq in hopeless:
+            self.finish(seq)
+        for seq in victims:
+            seq.preemptions += 1
+            self._release(seq)
+            seq.state, seq.num_cached = State.WAITING, 0
+        for seq in sorted(victims, key=lambda s: s.arrival, reverse=True):  # the earliest ends up first
+            self.waiting.push(seq, front=True)
+        self.max_in_flight = max(1, self.max_in_flight * 3 // 4)
+        self.prefill_tokens = max(64, self.prefill_tokens // 2)
+        return victims, hopeless
+
+    def finish(self, seq: Sequence) -> None:
+        """A running segment leaves: its row and its range go back at once."""
+        self._release(seq)
+        seq.state = State.FINISHED
+
+    def _admissible(self) -> Sequence | None:
+        """The segment that takes the next free row now, if one is free and its range and adapter fit."""
+        if len(self.running) >= self.max_in_flight:
+            return None
+        seq = self.waiting.next(self.rows_held, self.max_in_flight)
+        if seq is None or (self.running and seq.adapter != self.running[0].adapter):
+            return None
+        return seq if self.allocator.largest_free >= seq.kv_tokens else None
+
+    def _admit(self) -> None:
+        while (seq := self._admissible()) is not None:
+            start = self.allocator.allocate(seq.kv_tokens)
+            assert start is not None  # _admissible saw a free range this long
+            self.waiting.take(seq)
+            seq.kv_start, seq.row, seq.state, seq.num_cached = start, self._free_rows.pop(), State.RUNNING, 0
+            self.running.append(seq)
+            self.rows_held[seq.priority] += 1
 
     def _prefill_due(self, pending: list[Sequence], ready: list[Sequence]) -> bool:
-        """Whether newcomers have gathered long enough: waiting longer would bring no more of them into one step."""
+        """Whether the newcomers have gathered long enough (waiting longer would bring few more into one step), or
+        fill a prefill step."""
         return (
             self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)
             or sum(s.num_tokens - s.num_cached for s in pending) >= self.prefill_tokens
-            or len(self.running) >= self.max_in_flight
-            or bool(self.waiting)
         )
-
-    def _admit(self) -> None:
-        """Admit waiting segments in arrival order while a row and an arena range are free, and the adapter
-        matches the one in flight; the first that cannot be admitted stops admission (no overtaking)."""
-        while self.waiting and len(self.running) < self.max_in_flight:
-            seq = self.waiting[0]
-            if self.running and seq.adapter != self.running[0].adapter:
-                return
-            start = self.allocator.allocate(seq.kv_tokens)
-            if start is None:
-                return
-            self.waiting.popleft()
-            seq.kv_start, seq.row, seq.state, seq.num_cached = start, self._free_rows.pop(), State.RUNNING, 0
-            self.running.append(seq)
 
     def _chunks(self, pending: list[Sequence]) -> list[Chunk]:
         budget, chunks = self.prefill_tokens, []
@@ -217,27 +229,10 @@ class Scheduler:
             budget -= length
         return chunks
 
-    def finish(self, seq: Sequence) -> None:
-        """A running segment leaves: its row and its range go back at once."""
-        self._release(seq)
-        seq.state = State.FINISHED
-
-    def preempt(self, seqs: list[Sequence]) -> None:
-        """Back to the head of the queue, in arrival order, keeping what they generated."""
-        for seq in seqs:
-            self._release(seq)
-            seq.state, seq.num_cached = State.WAITING, 0
-        merged = sorted(list(seqs) + list(self.waiting), key=lambda s: s.arrival)
-        self.waiting = deque(merged)
-
-    def shrink(self) -> None:
-        """After out-of-memory: fewer segments in flight and smaller prefill steps from now on."""
-        self.max_in_flight = max(1, self.max_in_flight * 3 // 4)
-        self.prefill_tokens = max(64, self.prefill_tokens // 2)
-
     def _release(self, seq: Sequence) -> None:
-        if seq in self.running:
+        if seq.state is State.RUNNING and seq in self.running:
             self.running.remove(seq)
+            self.rows_held[seq.priority] -= 1
             self.allocator.free(seq.kv_start, seq.kv_tokens)
             self._free_rows.append(seq.row)
         seq.kv_start = seq.row = -1

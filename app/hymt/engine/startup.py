@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import HymtError, ModelLoadError
-from ..glossary import Glossaries
 from ..planner.decision import Decision
 from ..planner.plan import in_flight, segment_kv_tokens
 from ..planner.tiers import TIERS
@@ -41,7 +40,6 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
     """Load the decided tier, allocate its KV arena, capture its graphs and prove it with a full-size warm-up;
     on out-of-memory shrink the arena, then step down to the next tier."""
     began = time.perf_counter()
-    glossaries = Glossaries(settings.glossaries) if settings.glossaries else None
     phase = on_phase or (lambda text: None)
     if settings.compile_cache_dir:
         # Compiled kernels persist across restarts here (a volume in the image): torch.compile's, humming's, Triton's.
@@ -105,7 +103,7 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
                     runner.plan.max_in_flight,
                     runner.attention,
                 )
-                return Engine(settings, decision, runner, adapters, startup, glossaries)
+                return Engine(settings, decision, runner, adapters, startup)
             except torch.OutOfMemoryError:
                 startup.steps.append(f"{tier.name} out of memory with {kv_tokens} KV tokens")
                 log.warning("warm-up out of memory with %d KV tokens on %s", kv_tokens, tier.name)

@@ -1,24 +1,25 @@
-"""What a request becomes inside the engine, without torch: a Job (one request's texts, split into segments), the
-Events its listener hears, and the per-request Options. The API, the CLI and the documents read and build these;
-only the engine runs them.
+"""What a translation request becomes, without torch: a Job (one request's texts, split into segments, each sent to
+the token engine as a Request), the Events its listener hears, and the per-request Options. The API, the CLI and
+the documents read these; the translator builds and runs them.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from .. import cleanup, segment
+from ..engine.requests import Priority, Request
 from ..errors import Cancelled, HymtError
-from ..glossary import Term
+from ..glossary import Term, parse_request
 from ..languages import Language
-from .scheduler import Sequence
 
 
 class Canceller(Protocol):
-    """What a job needs of the engine it runs on (engine.Engine): a way to cancel it."""
+    """What a job needs of the translator it runs on (translator.Translator): a way to cancel it."""
 
     def cancel(self, job: Job) -> None: ...
 
@@ -43,6 +44,28 @@ class Options:
     style: str | None = None  # the translation's style, for a model with an official style prompt (Hy-MT2)
     background: str | None = None  # background information, for a model with an official prompt for it
 
+    def to_json(self) -> str:
+        """The options a stored document job keeps (the glossary, context, style, background), as JSON text."""
+        return json.dumps(
+            {
+                "glossary": [t.to_json() for t in self.glossary],
+                "context": self.context,
+                "style": self.style,
+                "background": self.background,
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Options:
+        data = json.loads(text)
+        return cls(
+            glossary=tuple(parse_request(data["glossary"])),
+            context=data["context"],
+            style=data["style"],
+            background=data["background"],
+        )
+
 
 @dataclass(eq=False)
 class Job:
@@ -52,7 +75,10 @@ class Job:
     refs: list[tuple[int, int]]  # segment number -> (document, segment within it)
     listener: Callable[[Event], None] | None = None
     stream: bool = False  # whether the listener hears every token
-    sequences: list[Sequence] = field(default_factory=list)
+    priority: Priority = Priority.INTERACTIVE
+    client: str = ""  # who asked: its turn in the engine's fair order
+    requests: list[Request] = field(default_factory=list)  # per segment, as sent to the engine (the latest, retried)
+    tokens: list[list[int]] = field(default_factory=list)  # per segment: what the engine generated so far
     results: list[cleanup.Cleaned | None] = field(default_factory=list)
     sources: list[Language | None] = field(default_factory=list)  # per segment
     terms: list[list[Term]] = field(default_factory=list)  # per segment: the glossary entries occurring in it
@@ -63,7 +89,7 @@ class Job:
     error: HymtError | None = None
     ended: bool = False
     done: threading.Event = field(default_factory=threading.Event)
-    engine: Canceller | None = field(default=None, repr=False)  # the engine it runs on: the one to cancel it
+    translator: Canceller | None = field(default=None, repr=False)  # the one it runs on: the one to cancel it
     partials: dict[int, IncrementalText] = field(default_factory=dict, repr=False)  # streamed segments' text
 
     @property
@@ -80,7 +106,11 @@ class Job:
 
     @property
     def tokens_out(self) -> int:
-        return sum(len(s.output_ids) for s in self.sequences)
+        return sum(len(t) for t in self.tokens)
+
+    def source_text(self, n: int) -> str:
+        d, s = self.refs[n]
+        return self.documents[d].segments[s]
 
     def result(self, n: int) -> cleanup.Cleaned:
         """Segment n's translation, which a segment has once it is finished."""
@@ -110,7 +140,7 @@ class Job:
                 continue
             open_docs.add(d)
             if decode is not None and not (self.retry_terms and self.terms and self.terms[n]):
-                text = self.partials.setdefault(n, IncrementalText()).update(list(self.sequences[n].output_ids), decode)
+                text = self.partials.setdefault(n, IncrementalText()).update(list(self.tokens[n]), decode)
                 per_doc[d][s] = cleanup.partial(text)
         return [doc.join_prefix(parts) for doc, parts in zip(self.documents, per_doc)]
 
@@ -166,18 +196,3 @@ class IncrementalText:
             self.text += now[len(before) :]
             self._prefix, self._read = self._read, len(token_ids)
         return self.text
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a segment's Sequence comes from (its payload, which the scheduler does not read): its job and its
-    source text."""
-
-    job: Job
-    text: str
-
-
-def origin(seq: Sequence) -> Origin:
-    if not isinstance(seq.payload, Origin):
-        raise TypeError(f"segment {seq.index} of job {seq.job_id} has no Origin as its payload: {seq.payload!r}")
-    return seq.payload

@@ -1,8 +1,9 @@
-"""From a request's texts to the engine's sequences: segmenting, each segment's official prompt (with its
+"""From a request's texts to the token engine's requests: segmenting, each segment's official prompt (with its
 glossary entries, or the request's style or background, or the document's preceding text as context, or the
 formatted-translation prompt for inline markers), its tokens and its output budget; the fusion prompts of quality
-"best"; and the stricter prompt a segment gets again when its translation missed a glossary term. Text work only:
-it runs on the caller's thread (submitting) or the text worker's (retries), never on the engine's.
+"best"; and the stricter prompt a segment gets again when its translation missed a glossary term. Each segment
+becomes a token engine Request. Text work only: it runs on the caller's thread (submitting) or the text worker's
+(retries), never on the engine's.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import itertools
 from collections.abc import Callable
 
 from .. import cleanup, glossary, prompts, segment
+from ..engine import adapters as adapter_registry
+from ..engine.requests import Priority, Request
+from ..engine.sampling_params import Sampling
 from ..errors import BadRequest
 from ..glossary import Glossaries, Term
 from ..languages import Language
-from . import adapters as adapter_registry
-from .jobs import Event, Job, Options, Origin, origin
-from .scheduler import Sequence
+from .jobs import Event, Job, Options
 
 
 class Prompter:
@@ -34,22 +36,26 @@ class Prompter:
         self.settings, self.family, self.tokenizer, self.encode = settings, family, tokenizer, encode
         self.max_seq_tokens, self.adapters, self.glossaries = max_seq_tokens, adapters, glossaries
         self._ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
 
     def job(
         self,
         items: list[tuple[str, Language | None]],
         target: Language,
-        sampling: prompts.Sampling,
+        sampling: Sampling,
         listener: Callable[[Event], None] | None,
         min_new_tokens: int,
         stream: bool,
         options: Options,
+        priority: Priority,
+        client: str,
     ) -> Job:
         """Segment texts (each with its source language, None if unknown) into a job with one sequence per
         segment. Each segment's prompt holds the glossary entries occurring in it, or else (where the model has a
         context prompt) the document's preceding source segments; a segment with inline markup markers
         (options.formatted) gets the formatted-translation prompt instead. A style or background the model has no
-        official prompt for is refused (422) before any work."""
+        official prompt for is refused (422) before any work. A request of more segments than
+        HYMT_INTERACTIVE_MAX_SEGMENTS runs as batch work, whatever class it asked for."""
         self.check_instructions(options)
         # A document's segments are counted again as the context of the ones after them.
         count = functools.cache(self.count_tokens)
@@ -62,10 +68,13 @@ class Prompter:
             refs=[(d, s) for d, doc in enumerate(documents) for s in range(len(doc.segments))],
             listener=listener,
             stream=stream,
+            client=client,
         )
+        job.priority = Priority.BATCH if job.num_segments > self.settings.interactive_max_segments else priority
         job.results = [None] * job.num_segments
+        job.tokens = [[] for _ in range(job.num_segments)]
         entries: dict[str | None, list[Term]] = {}
-        for n, (d, s) in enumerate(job.refs):
+        for d, s in job.refs:
             source, text = items[d][1], documents[d].segments[s]
             key = source.code if source else None
             if key not in entries:
@@ -92,12 +101,10 @@ class Prompter:
                 prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
             job.sources.append(source)
             job.terms.append(terms)
-            job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, min_new_tokens))
+            job.requests.append(self._request(job, prompt_ids, wanted, source, sampling, min_new_tokens))
         return job
 
-    def fusion_job(
-        self, candidates: list[Job], sampling: prompts.Sampling, listener: Callable[[Event], None] | None
-    ) -> Job:
+    def fusion_job(self, candidates: list[Job], sampling: Sampling, listener: Callable[[Event], None] | None) -> Job:
         """The same texts' candidate translations (jobs done, one per decoding setting) fused segment by segment
         with Chimera's prompt. The fused job has the candidates' documents, so it reads back like any job; its
         glossary misses are reported, not retried. A segment whose prompt would not leave its output budget keeps
@@ -109,11 +116,14 @@ class Prompter:
             documents=first.documents,
             refs=first.refs,
             listener=listener,
+            priority=first.priority,
+            client=first.client,
             sources=first.sources,
             terms=first.terms,
             retry_terms=False,
         )
         job.results = [None] * job.num_segments
+        job.tokens = [[] for _ in range(job.num_segments)]
         for n, (d, s) in enumerate(job.refs):
             text = first.documents[d].segments[s]
             source = first.sources[n]
@@ -125,21 +135,19 @@ class Prompter:
             message = prompts.fusion_message(source, job.target, text, [c.result(n).text for c in candidates])
             wanted, prompt_ids = self._wanted(text), self._prompt(message)
             if self._fits_whole_budget(prompt_ids, wanted):
-                job.sequences.append(self._sequence(job, n, prompt_ids, wanted, source, text, sampling, 0))
+                job.requests.append(self._request(job, prompt_ids, wanted, source, sampling, 0))
                 continue
             job.unfused.add(n)
             job.results[n] = first.results[n]
-            job.sequences.append(
-                Sequence(prompt_ids=[], max_new_tokens=0, job_id=job.id, index=n, payload=Origin(job, text))
-            )
+            job.requests.append(Request(id=0, prompt_ids=[], max_new_tokens=0))  # never sent: its result is set
         return job
 
-    def retry(self, job: Job, seq: Sequence) -> Sequence:
-        """Segment seq.index once more, with a prompt that insists on the glossary terms its translation missed."""
-        n, text = seq.index, origin(seq).text
+    def retry(self, job: Job, n: int) -> Request:
+        """Segment n once more, with a prompt that insists on the glossary terms its translation missed."""
+        text, previous = job.source_text(n), job.requests[n]
         message = prompts.segment_message(self.family, job.sources[n], job.target, text, job.terms[n], strict=True)
-        return self._sequence(
-            job, n, self._prompt(message), self._wanted(text), job.sources[n], text, seq.sampling, seq.min_new_tokens
+        return self._request(
+            job, self._prompt(message), self._wanted(text), job.sources[n], previous.sampling, previous.min_new_tokens
         )
 
     def check_instructions(self, options: Options) -> None:
@@ -197,32 +205,32 @@ class Prompter:
         KV range."""
         return self.max_seq_tokens - len(prompt_ids) >= wanted
 
-    def _sequence(
+    def _request(
         self,
         job: Job,
-        n: int,
         prompt_ids: list[int],
         wanted: int,
         source: Language | None,
-        text: str,
-        sampling: prompts.Sampling,
+        sampling: Sampling,
         min_new_tokens: int,
-    ) -> Sequence:
-        """Segment n of a job as a sequence for the scheduler: its prompt tokens and output budget (`wanted`, cut
-        to what its KV range leaves)."""
+    ) -> Request:
+        """A segment of a job as a request for the token engine: its prompt tokens and output budget (`wanted`,
+        cut to what its KV range leaves), in the job's class, client and group."""
         budget = min(wanted, self.max_seq_tokens - len(prompt_ids))
         if budget < 1:
             raise BadRequest(
                 f"a segment of {len(prompt_ids)} prompt tokens leaves no room to translate it",
                 error_type="segment_too_long",
             )
-        return Sequence(
+        return Request(
+            id=next(self._request_ids),
             prompt_ids=prompt_ids,
             max_new_tokens=budget,
             sampling=sampling,
-            adapter=adapter_registry.choose(self.adapters, source.code if source else None, job.target.code),
             min_new_tokens=min(min_new_tokens, budget),
-            job_id=job.id,
-            index=n,
-            payload=Origin(job, text),
+            adapter=adapter_registry.choose(self.adapters, source.code if source else None, job.target.code),
+            priority=job.priority,
+            client=job.client,
+            group=job.id,
+            stream=job.stream,
         )

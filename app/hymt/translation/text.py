@@ -1,99 +1,93 @@
-"""The text worker: the engine's text work on a thread of its own, so that the engine thread does nothing between
-two decoding steps but bookkeeping. It turns a finished segment's tokens into its cleaned translation, checks the
-glossary terms (queuing the segment once more with a stricter prompt when one is missed) and delivers every event
-to its job's listener, in the order the engine produced them.
+"""The text worker: the translation layer's work on a thread of its own, fed by the token engine's outputs, so
+that the engine thread does nothing between two decoding steps but bookkeeping. It gathers each segment's tokens,
+turns a finished segment's tokens into its cleaned translation, checks the glossary terms (queuing the segment once
+more with a stricter prompt when one is missed) and delivers every event to its job's listener, in the order the
+engine produced them.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from typing import Protocol
 
 from .. import cleanup, glossary
+from ..engine.requests import Output, Request
 from ..errors import BadRequest, HymtError, Overloaded
-from .jobs import Event, Job, origin
+from .jobs import Event, Job
 from .prompting import Prompter
-from .scheduler import Sequence
 
-log = logging.getLogger("hymt.engine")
+log = logging.getLogger("hymt.translation")
 
 
 class Finishing(Protocol):
-    """What the text worker needs of the engine (engine.Engine): its tokenizer's decoding, its prompts for a
-    retry, and the job's ending or its segment's return to the queue."""
+    """What the text worker needs of the translator (translator.Translator): the segment a request id stands
+    for, its tokenizer's decoding, its prompts for a retry, and the job's ending or its segment's return to the
+    engine."""
 
     prompter: Prompter
+
+    def segment(self, request_id: int) -> tuple[Job, int] | None: ...
 
     def decode(self, token_ids: list[int]) -> str: ...
 
     def end(self, job: Job, error: HymtError | None) -> bool: ...
 
-    def fail(self, job: Job, why: str) -> None: ...
-
-    def requeue(self, seq: Sequence) -> None: ...
+    def resend(self, job: Job, n: int, request: Request) -> None: ...
 
 
 class TextWorker:
-    def __init__(self, engine: Finishing):
-        self.engine = engine
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+    def __init__(self, translator: Finishing, outputs):
+        self.translator = translator
+        self._outputs = outputs  # the engine's queue: lists of Outputs, then None
         self._thread = threading.Thread(target=self._run, name="hymt-text", daemon=True)
         self._thread.start()
 
-    def event(self, event: Event) -> None:
-        self._queue.put((event, None))
-
-    def finished(self, seq: Sequence) -> None:
-        self._queue.put((None, seq))
-
-    def stop(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=30)
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            event, seq = item
-            try:
-                if event is not None:
-                    event.num_done = event.job.num_done
-                    emit(event.job, event)
-                else:
-                    self._finish(seq)
-            except Exception:  # one segment's failure must not stop the worker
-                job = (event or Event("", origin(seq).job)).job
-                log.exception("finishing text of job %d failed", job.id)
-                self.engine.fail(job, "finishing the translation failed")
+        while (outputs := self._outputs.get()) is not None:
+            for output in outputs:
+                found = self.translator.segment(output.id)
+                if found is None:  # its job ended (cancelled, failed) before the engine heard of it
+                    continue
+                job, n = found
+                try:
+                    self._take(job, n, output)
+                except Exception:  # one segment's failure must not stop the worker
+                    log.exception("finishing text of job %d failed", job.id)
+                    self.translator.end(job, HymtError("finishing the translation failed"))
 
-    def _finish(self, seq: Sequence) -> None:
-        source = origin(seq)
-        job, source_text = source.job, source.text
-        if job.ended:
+    def _take(self, job: Job, n: int, output: Output) -> None:
+        if output.error is not None:
+            self.translator.end(job, output.error)
             return
-        cleaned = cleanup.clean(source_text, self.engine.decode(seq.output_ids))
-        terms = job.terms[seq.index] if job.terms else []
+        job.tokens[n] += output.token_ids
+        if not output.finished:
+            emit(job, Event("token", job, index=n, num_done=job.num_done))
+            return
+        cleaned = cleanup.clean(job.source_text(n), self.translator.decode(job.tokens[n]))
+        terms = job.terms[n] if job.terms else []
         missed = glossary.missing(terms, cleaned.text) if terms else []
-        if missed and job.retry_terms and seq.index not in job.retried and self._retry(job, seq):
+        if missed and job.retry_terms and n not in job.retried and self._retry(job, n):
             return
         if missed:
-            job.misses[seq.index] = missed
-        job.results[seq.index] = cleaned
-        emit(job, Event("segment", job, index=seq.index, num_done=job.num_done))
+            job.misses[n] = missed
+        job.results[n] = cleaned
+        emit(job, Event("segment", job, index=n, num_done=job.num_done))
         if job.num_done == job.num_segments:
-            self.engine.end(job, None)
+            self.translator.end(job, None)
 
-    def _retry(self, job: Job, seq: Sequence) -> bool:
-        """Queue a segment whose translation missed a glossary term once more, with a prompt that insists on the
-        terms. False when it cannot be queued."""
-        job.retried.add(seq.index)
+    def _retry(self, job: Job, n: int) -> bool:
+        """Send a segment whose translation missed a glossary term once more, with a prompt that insists on the
+        terms. False when it cannot be sent."""
+        job.retried.add(n)
         try:
-            again = self.engine.prompter.retry(job, seq)
-            self.engine.requeue(again)
+            self.translator.resend(job, n, self.translator.prompter.retry(job, n))
         except (BadRequest, Overloaded) as exc:
-            log.info("job %d segment %d missed a term and cannot be retried: %s", job.id, seq.index, exc.message)
+            log.info("job %d segment %d missed a term and cannot be retried: %s", job.id, n, exc.message)
             return False
-        job.sequences[seq.index] = again
         return True
 
 
