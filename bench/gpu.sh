@@ -16,5 +16,5 @@ export PYTHONPATH=/tmp/site
 # A server that cannot import fails each card in seconds and the run measures nothing of hymt: stop before it.
 PYTHONPATH=app:/tmp/site python3 -c "import hymt.api.server, hymt.engine.weights, humming, bitsandbytes"
 mkdir -p "$out"
-timeout 570 python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-400}" "$@"
+timeout "${TIMEOUT_S:-570}" python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-400}" "$@"
 python3 bench/report.py "$out" || true

@@ -12,7 +12,9 @@ Fair settings for the same work as hymt's: 64 slots of 512 tokens (`-np 64 -c 32
 layer on the GPU, the official sampling, `max_tokens` as hymt's output budget with `ignore_eos` (random weights
 never stop). On a real 8 GB card the 7B's Q4_K_M (4.9 GB of weights) fits, but 64 slots' 4 GB of f16 KV do not: its
 64-client figure stands for the 12 and 16 GB cards, and flatters it on 8 GB. The 1.8B's 64 slots hold 2 GiB, about
-what is left beside its weights on the 4 and 6 GB cards: the records' peak GPU memory says.
+what is left beside its weights on the 4 and 6 GB cards: the records' peak GPU memory says. The mixed scenario
+(bench/mixed.py) runs in llama-server's session after the clients: 4 documents over 12 connections each beside 16
+interactive clients, its 64 slots.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from load import OpenAIChat, Watcher, run_clients, stop, wait_healthy
+from mixed import llama_mixed
 
 if TYPE_CHECKING:
     from hymt.family import Family
+    from mixed import Mixed
 
 
 def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> dict:
@@ -152,9 +156,12 @@ def serve(
     base: dict,
     log,
     port: int = 8001,
+    mixed: Mixed | None = None,
+    mixed_cards: tuple[float, ...] = (),
 ) -> list[dict]:
-    """`llama-server` under 1, 16 and 64 HTTP clients, each sentence in the family's official prompt; each record
-    once per card the GGUF type stands for."""
+    """`llama-server` under `clients` (1, 16 and 64 HTTP clients), each sentence in the family's official prompt;
+    each record once per card the GGUF type stands for. Then, with `mixed`, the mixed scenario in the same
+    session (bench/mixed.py), recorded once per card of `mixed_cards`."""
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -179,7 +186,7 @@ def serve(
         stderr=subprocess.STDOUT,
         env=_env(bin_dir),
     )
-    records = []
+    records, teams = [], []
     head = {**base, "engine": "llama.cpp", "profile": kind}
     try:
         with Watcher(url, process.pid) as watcher:
@@ -192,8 +199,16 @@ def serve(
                 record = run_clients(target, count, per_client, deadline)
             peak = max(peak, watcher.peak_gb)
             records.append({**head, **record, "peak_reserved_gb": round(peak, 2), "oom_events": 0})
+        if mixed is not None and mixed_cards:
+            with Watcher(url, process.pid) as watcher:
+                record = llama_mixed(url, family, new_tokens, mixed)
+            peak = max(peak, watcher.peak_gb)
+            teams.append({**head, **record, "peak_reserved_gb": round(peak, 2), "oom_events": 0})
     except Exception as exc:  # noqa: BLE001 - a server that fails is a result too
-        records.append({**head, "scenario": "clients", "error": f"{type(exc).__name__}: {exc}"[:400]})
+        failed = {**head, "scenario": "clients" if clients else "mixed", "error": f"{type(exc).__name__}: {exc}"[:400]}
+        (records if clients else teams).append(failed)
     finally:
         stop(process, 20)
-    return [{**r, "card_gb": card} for r in records for card in cards]
+    return [{**r, "card_gb": card} for r in records for card in cards] + [
+        {**r, "card_gb": card} for r in teams for card in mixed_cards
+    ]

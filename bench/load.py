@@ -3,7 +3,8 @@ samples the server process's GPU memory and its segments in flight meanwhile (te
 
 Every scenario has a deadline: a request that has not finished by then counts as unfinished, and a latency
 percentile that falls on an unfinished request is reported as the deadline with `censored` set (a lower bound),
-so a server that answers one request at a time is not flattered by the requests it never reached.
+so a server that answers one request at a time is not flattered by the requests it never reached. A 429 is
+counted apart from other failures (`refused`); both count as unanswered in the percentiles.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import httpx
@@ -91,11 +93,23 @@ def document_lines(count: int) -> list[str]:
     return [f"{clauses[i % len(clauses)]} ({i + 1})." for i in range(count)]
 
 
-def metric(url: str, name: str) -> float:
-    """A counter from the server's Prometheus text (0 when absent)."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    found = re.search(rf"^{name}(?:_total)?(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
+def metric(url: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """A counter from the server's Prometheus text (0 when absent): the first sample of `name`, or with `labels`
+    the first whose labels include them (`hymt_class_tokens_out`, {"class": "batch"})."""
+    return sample(httpx.get(f"{url}/metrics", timeout=10).text, name, labels)
+
+
+def sample(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """`metric`'s reading of one Prometheus text."""
+    for found in re.finditer(rf"^{name}(?:_total)?(?:{{([^}}]*)}})? ([0-9.e+-]+)$", text, re.MULTILINE):
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', found.group(1) or ""))
+        if all(have.get(key) == value for key, value in (labels or {}).items()):
+            return float(found.group(2))
+    return 0.0
+
+
+class Refused(Exception):
+    """A 429: the server refused the request at once (its queue, its expected wait or a rate limit)."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -107,8 +121,8 @@ class Hymt:
     """hymt (or the seed-style server) through LibreTranslate's `/translate`, as a new user sends it (`source:
     auto`, so language detection is part of the work); tokens counted by the server's /metrics."""
 
-    def __init__(self, url: str, source_auto: bool = True):
-        self.url, self.source_auto = url, source_auto
+    def __init__(self, url: str, source_auto: bool = True, tokens_class: str | None = None):
+        self.url, self.source_auto, self.tokens_class = url, source_auto, tokens_class
 
     def post(self, session: httpx.Client, sentence: tuple[str, str, str], timeout: float) -> int | None:
         text, source, target = sentence
@@ -117,9 +131,14 @@ class Hymt:
             timeout=timeout,
             json={"q": text, "source": "auto" if self.source_auto else source, "target": target},
         )
+        if response.status_code == 429:
+            raise Refused
         return 0 if response.status_code == 200 else None
 
     def tokens_out(self) -> float:
+        """All generated tokens, or with `tokens_class` those of its scheduling class (interactive, batch)."""
+        if self.tokens_class:
+            return metric(self.url, "hymt_class_tokens_out", {"class": self.tokens_class})
         return metric(self.url, "hymt_tokens_out")
 
 
@@ -149,6 +168,8 @@ class OpenAIChat:
             "repeat_penalty": 1.05,
         }
         response = session.post(f"{self.url}/v1/chat/completions", json=body, timeout=timeout)
+        if response.status_code == 429:
+            raise Refused
         if response.status_code != 200:
             return None
         tokens = response.json()["usage"]["completion_tokens"]
@@ -167,14 +188,14 @@ def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dic
     users would."""
     tokens_before = target.tokens_out()
     latencies: list[float] = []
-    unfinished = errors = 0
+    unfinished = errors = refused = 0
     lock = threading.Lock()
     sessions = [httpx.Client() for _ in range(clients)]
     ready = threading.Barrier(clients + 1)
     started = deadline = 0.0
 
     def client(number: int) -> None:
-        nonlocal unfinished, errors
+        nonlocal unfinished, errors, refused
         ready.wait()
         with sessions[number] as session:
             for k in range(per_client):
@@ -187,6 +208,10 @@ def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dic
                 t0 = time.perf_counter()
                 try:
                     answered = target.post(session, sentence, remaining)
+                except Refused:
+                    with lock:
+                        refused += 1
+                    continue
                 except httpx.TimeoutException:
                     with lock:
                         unfinished += per_client - k
@@ -207,23 +232,99 @@ def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dic
         thread.join()
     elapsed = time.perf_counter() - started
     tokens = target.tokens_out() - tokens_before
-    padded = latencies + [math.inf] * (unfinished + errors)
     record = {
         "scenario": "clients",
         "clients": clients,
         "requests": clients * per_client,
         "completed": len(latencies),
         "errors": errors,
+        "refused": refused,
         "unfinished": unfinished,
         "seconds": round(elapsed, 2),
         "tokens_out": int(tokens),
         "tok_s": round(tokens / elapsed, 1),
     }
+    return {**record, **_percentiles(latencies, unfinished + errors + refused, deadline_s)}
+
+
+def _percentiles(latencies: list[float], unanswered: int, censor_s: float) -> dict:
+    """p50_s and p95_s over the answered requests' latencies and the unanswered ones (as infinite): a percentile
+    that falls on an unanswered request is `censor_s`, with its `censored` set."""
+    padded = latencies + [math.inf] * unanswered
+    record: dict = {}
     for key, q in (("p50_s", 0.5), ("p95_s", 0.95)):
-        value = percentile(padded, q)
-        record[key] = round(value, 2) if math.isfinite(value) else round(deadline_s, 2)
+        value = percentile(padded, q) if padded else math.inf
+        record[key] = round(value, 2) if math.isfinite(value) else round(censor_s, 2)
         record[key.replace("_s", "_censored")] = not math.isfinite(value)
     return record
+
+
+def run_window(target, clients: int, window_s: float, finish_s: float, cap: int = 1000) -> dict:
+    """`clients` threads, each sending sentences one after another to `target` (Hymt or OpenAIChat) for
+    `window_s` seconds, at most `cap` each (so that the loop ends by itself even where every answer is at once).
+    A request is sent only inside the window and may finish until `finish_s` after its end; one unanswered then is
+    unfinished (it took at least `finish_s`: a percentile that falls on it is `finish_s`, censored). tok_s: the
+    target's tokens over the seconds from the first request to the last answer. The clients are made before the
+    clock starts, as in run_clients."""
+    tokens_before = target.tokens_out()
+    latencies: list[float] = []
+    sent = unfinished = errors = refused = 0
+    lock = threading.Lock()
+    sessions = [httpx.Client() for _ in range(clients)]
+    ready = threading.Barrier(clients + 1)
+    started = 0.0
+
+    def client(number: int) -> None:
+        nonlocal sent, unfinished, errors, refused
+        ready.wait()
+        with sessions[number] as session:
+            for k in range(cap):
+                now = time.perf_counter()
+                if now >= started + window_s:
+                    return
+                with lock:
+                    sent += 1
+                try:
+                    answered = target.post(
+                        session, SENTENCES[(number + k) % len(SENTENCES)], started + window_s + finish_s - now
+                    )
+                except Refused:
+                    with lock:
+                        refused += 1
+                    continue
+                except httpx.TimeoutException:
+                    with lock:
+                        unfinished += 1
+                    return
+                except httpx.HTTPError:
+                    answered = None
+                with lock:
+                    if answered is not None:
+                        latencies.append(time.perf_counter() - now)
+                    else:
+                        errors += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    started = time.perf_counter()
+    ready.wait()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    tokens = target.tokens_out() - tokens_before
+    record = {
+        "clients": clients,
+        "requests": sent,
+        "completed": len(latencies),
+        "errors": errors,
+        "refused": refused,
+        "unfinished": unfinished,
+        "seconds": round(elapsed, 2),
+        "tokens_out": int(tokens),
+        "tok_s": round(tokens / elapsed, 1),
+    }
+    return {**record, **_percentiles(latencies, unfinished + errors + refused, finish_s)}
 
 
 class Watcher:

@@ -12,13 +12,15 @@ reach them, on simulated cards: 8, 12, 16 and 24 GB for the 7B, 4, 6 and 8 GB fo
     python bench/run.py check --card 24 --identity --out bench/results/check.json
 
 Every record has one shape: card_gb, engine (hymt, llama.cpp, seed-style), profile (or the GGUF type), scenario
-(clients, document, single_stream), clients, tok_s, p50_s, p95_s, peak_reserved_gb, oom_events, startup_s, the
-family (hunyuan-mt-7b or hy-mt2-1.8b) and the run id that all records of one run share. Scenarios:
+(clients, document, mixed, single_stream), clients, tok_s, p50_s, p95_s, peak_reserved_gb, oom_events, startup_s,
+the family (hunyuan-mt-7b or hy-mt2-1.8b) and the run id that all records of one run share. Scenarios:
 - clients: 1, 16 and 64 concurrent HTTP clients, each sending realistic sentences one after another
   (`/translate` with `source: auto` for hymt, its official prompt through `/v1/chat/completions` for llama-server),
   with a deadline; tokens counted by the server;
 - single_stream: one segment decoding in-process (`bench/profile_step.py` for hymt, `llama-bench` tg128);
-- document: a 2,000-segment document through `hymt translate` (`--document`; not in the standard run).
+- document: a 2,000-line document as a job (`/api/jobs`) on an idle hymt server, in the standard run (`via`
+  "/api/jobs"); or through `hymt translate` (`serve --document`, `via` "hymt translate");
+- mixed: 4 such documents beside 16 interactive clients (bench/mixed.py), hymt and llama-server.
 Random weights never stop on their own, so every answer runs to its budget (HYMT_MAX_NEW_TOKENS, 64).
 `check` runs the engine in-process: greedy tokens and logits against transformers on the same weights, and
 decoding speed by batch size.
@@ -42,7 +44,7 @@ from check import check  # noqa: E402
 from checkpoints import build  # noqa: E402
 from hymt.family import HUNYUAN_MT_7B  # noqa: E402
 from serving import CLIENTS, serve_engine  # noqa: E402
-from standard import STANDARDS, Standard, environment, standard  # noqa: E402
+from standard import SCENARIOS, STANDARDS, Standard, environment, standard  # noqa: E402
 
 
 def llama_cpp(args, chosen: Standard) -> list[dict]:
@@ -65,6 +67,14 @@ def _cards(text: str) -> tuple[float, ...]:
     return tuple(float(c) for c in text.split(","))
 
 
+def _scenarios(text: str) -> tuple[str, ...]:
+    names = tuple(n for n in text.split(",") if n)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{','.join(unknown) or text!r}: not among {','.join(SCENARIOS)}")
+    return names
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, with the family's model directory and cards where none are given."""
     parser = argparse.ArgumentParser()
@@ -76,7 +86,14 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--card", type=float, default=24)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--identity", action="store_true")
-    parser.add_argument("--engines", default="hymt,seed")
+    parser.add_argument("--rows", type=_cards, default=(), help="check: the batch sizes timed (default 1,16,64)")
+    parser.add_argument("--engines", help="serve: hymt,seed (the default); standard: hymt,llama.cpp (the default)")
+    parser.add_argument(
+        "--scenarios",
+        type=_scenarios,
+        default=SCENARIOS,
+        help=f"standard: which of {','.join(SCENARIOS)} (default all); llama.cpp is converted only if needed",
+    )
     parser.add_argument("--document", action="store_true", help="also the 2,000-segment document (hymt)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--document-segments", type=int, default=2000)
@@ -96,11 +113,15 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--budget-s", type=float, default=540, help="standard: no phase starts after this")
     parser.add_argument("--startup-timeout", type=float, default=420)
-    parser.add_argument("--document-timeout", type=float, default=420)
+    parser.add_argument("--document-timeout", type=float, default=420, help="serve --document: hymt translate's")
+    parser.add_argument("--document-deadline", type=float, default=60, help="standard: the document job's seconds")
+    parser.add_argument("--mixed-window", type=float, default=40, help="mixed: seconds of interactive clients")
+    parser.add_argument("--mixed-alone", type=float, default=20, help="mixed: seconds of the documents alone")
     args = parser.parse_args(argv)
     chosen = STANDARDS[args.family]
     args.model_dir = args.model_dir or chosen.model_dir
     args.cards = args.cards or chosen.cards
+    args.engines = args.engines or ("hymt,llama.cpp" if args.command == "standard" else "hymt,seed")
     return args
 
 
@@ -116,7 +137,7 @@ def main() -> int:
         result = {
             "environment": environment(),
             "family": args.family,
-            **check(args.model_dir, args.card, args.profile, args.identity),
+            **check(args.model_dir, args.card, args.profile, args.identity, tuple(int(r) for r in args.rows)),
         }
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result), flush=True)

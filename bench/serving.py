@@ -1,6 +1,7 @@
 """hymt and the seed-style server as users reach them, on a simulated card: served over HTTP under the clients
-scenarios, a 2,000-line document through `hymt translate`, and hymt's single stream in-process
-(bench/profile_step.py). Every function returns records of the shape bench/run.py describes."""
+scenarios (and, in the same session, hymt's document and mixed scenarios: bench/mixed.py), a 2,000-line document
+through `hymt translate`, and hymt's single stream in-process (bench/profile_step.py). Every function returns
+records of the shape bench/run.py describes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+import mixed
 from load import Hymt, Watcher, document_lines, metric, run_clients, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +75,11 @@ def _engine_env(card: float | None, new_tokens: int) -> dict:
     }
 
 
-def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[dict]:
+def serve_engine(
+    engine: str, model_dir: Path, card: float, args, log, scenarios: tuple[str, ...] = ("clients",), due=None
+) -> list[dict]:
+    """One server's session on `card`: the clients scenarios, then (hymt) `document` and `mixed` where
+    `scenarios` names them, each only while `due(what)` (bench/standard.py's budget) allows."""
     env = _engine_env(card, args.new_tokens)
     port = 8100 + int(os.environ.get("CUDA_VISIBLE_DEVICES", "0") or 0)
     url = f"http://127.0.0.1:{port}"
@@ -90,10 +96,18 @@ def serve_engine(engine: str, model_dir: Path, card: float, args, log) -> list[d
         peak = watcher.peak_gb
         deadline = args.seed_deadline if engine == "seed" else args.deadline
         target = Hymt(url)
-        scenarios = [lambda c=c, k=k: run_clients(target, c, k, deadline) for c, k in CLIENTS]
-        if engine == "seed":
-            scenarios.append(lambda: _sequential_document(url, args.seed_deadline, args))
-        for scenario in scenarios:
+        planned = []
+        if "clients" in scenarios:
+            planned += [("clients", lambda c=c, k=k: run_clients(target, c, k, deadline)) for c, k in CLIENTS]
+            if engine == "seed":
+                planned.append(("document", lambda: _sequential_document(url, args.seed_deadline, args)))
+        if engine == "hymt" and "document" in scenarios:
+            planned.append(("document", lambda: mixed.document(url, args.document_segments, args.document_deadline)))
+        if engine == "hymt" and "mixed" in scenarios:
+            planned.append(("mixed", lambda: mixed.hymt_mixed(url, mixed.settings(args))))
+        for name, scenario in planned:
+            if name != "clients" and due is not None and not due(f"hymt {card:g} GB {name}"):
+                continue
             with Watcher(url, process.pid) as watcher:
                 record = {**base, **scenario()}
             peak = max(peak, watcher.peak_gb)
@@ -165,7 +179,7 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
         "de",
         "--stats",
     ]
-    head = {"scenario": "document", "clients": 1}
+    head = {"scenario": "document", "via": "hymt translate", "clients": 1}
     started = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.document_timeout)

@@ -1,9 +1,11 @@
 """The standard run, one H200 and one command: hymt on each card over HTTP, then llama.cpp on the same weights,
 then hymt's single streams, for one model's size (`--family`: the 7B by default, or the 1.8B); and the environment
-every result file records.
+every result file records. `--scenarios` and `--engines` choose a part of it (the document and mixed scenarios
+alone, on one card, say); llama.cpp's conversion runs only where a chosen scenario needs llama.cpp.
 
     python bench/run.py standard --out bench/results/standard.json
     python bench/run.py standard --family hy-mt2-1.8b --out bench/results/small/standard.json
+    python bench/run.py standard --scenarios mixed,document --cards 12 --engines hymt --out /tmp/teams.json
 """
 
 from __future__ import annotations
@@ -20,18 +22,25 @@ from pathlib import Path
 import llama
 from checkpoints import build
 from hymt.family import HUNYUAN_MT_7B, HY_MT2_1_8B, Family
+from mixed import settings
 from serving import CLIENTS, serve_engine, single_stream
+
+SCENARIOS = ("clients", "document", "mixed", "single_stream")  # --scenarios, all by default
+SESSION = ("clients", "document", "mixed")  # hymt's, in one server's session on a card, in this order
 
 
 @dataclass(frozen=True)
 class Standard:
     """What the standard run measures for one model: the simulated cards hymt is served on (in this order), the
-    cards of its single stream in-process, and the cards each of llama.cpp's GGUF types stands for."""
+    cards of its single stream in-process, the cards of the document and mixed scenarios (hymt's, in the session
+    of its clients on the card, and llama-server's, for the types that stand for them), and the cards each of
+    llama.cpp's GGUF types stands for."""
 
     family: Family
     model_dir: Path  # where its checkpoint is built when missing
     cards: tuple[float, ...]
     single_stream_cards: tuple[float, ...]
+    mixed_cards: tuple[float, ...]
     llama_types: Mapping[str, tuple[float, ...]]
 
 
@@ -44,6 +53,7 @@ STANDARDS = {
             Path("/tmp/hymt-7b"),
             cards=(12.0, 24.0, 8.0, 16.0),
             single_stream_cards=(12.0, 24.0),
+            mixed_cards=(12.0, 24.0),
             llama_types={"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)},
         ),
         # The cards a 7B does not fit: Q4_K_M on 4 GB, BF16 on 6 and 8 GB; hymt's single stream on int4-int8kv
@@ -53,6 +63,7 @@ STANDARDS = {
             Path("/tmp/hymt-1.8b"),
             cards=(4.0, 6.0, 8.0),
             single_stream_cards=(4.0, 8.0),
+            mixed_cards=(4.0, 8.0),
             llama_types={"Q4_K_M": (4.0,), "BF16": (6.0, 8.0)},
         ),
     )
@@ -84,9 +95,11 @@ def environment() -> dict:
 
 
 def standard(args, chosen: Standard) -> dict:
-    """The standard run, one H200 and one command: hymt on `args.cards` (HTTP clients), then llama.cpp on the same
-    weights, then hymt's single streams. llama.cpp's conversion (CPU work, minutes) runs meanwhile on cores of its
-    own, so that it neither waits nor slows hymt's host work. A phase that would start after `--budget-s` is
+    """The standard run, one H200 and one command: hymt on `args.cards` (HTTP clients, then the document and mixed
+    scenarios on the cards that have them, in the same server's session), then llama.cpp on the same weights
+    (llama-bench, llama-server under the same clients and mixed load), then hymt's single streams; of these what
+    `args.scenarios` and `args.engines` name. llama.cpp's conversion (CPU work, minutes) runs meanwhile on cores of
+    its own, so that it neither waits nor slows hymt's host work. A phase that would start after `--budget-s` is
     recorded as skipped. Every record names the run and the family."""
     began = time.monotonic()
     head = {"run": args.run, "family": args.family}
@@ -110,10 +123,25 @@ def standard(args, chosen: Standard) -> dict:
         add([{**head, "scenario": "skipped", "what": what, "error": "out of the run's time"}])
         return False
 
+    chosen_scenarios = set(args.scenarios)
+    engines = {"llama.cpp" if e == "llama" else e for e in args.engines.split(",")}
+    sessions = {
+        card: tuple(s for s in SESSION if s in chosen_scenarios and (s == "clients" or card in chosen.mixed_cards))
+        for card in args.cards
+        if "hymt" in engines
+    }
+    llama_plan = {}  # GGUF type: the cards of its clients and single stream, and of its mixed scenario
+    for kind, cards in chosen.llama_types.items():
+        cards = tuple(c for c in cards if c in args.cards)
+        plain = cards if chosen_scenarios & {"clients", "single_stream"} else ()
+        teams = tuple(c for c in cards if c in chosen.mixed_cards) if "mixed" in chosen_scenarios else ()
+        if "llama.cpp" in engines and (plain or teams):
+            llama_plan[kind] = (plain, teams)
+
     if not (args.model_dir / "config.json").is_file():
         add([{**head, "scenario": "build", **build(args.model_dir, chosen.family)}])
     cores = sorted(os.sched_getaffinity(0))
-    half = cores[len(cores) // 2 :] if len(cores) >= 8 else []
+    half = cores[len(cores) // 2 :] if len(cores) >= 8 and llama_plan else []
     prepared: dict = {}
     log = open(args.out.with_suffix(".log"), "w")
 
@@ -124,28 +152,46 @@ def standard(args, chosen: Standard) -> dict:
             prepared["error"] = f"{type(exc).__name__}: {exc}"[:400]
 
     converting = threading.Thread(target=prepare)
-    converting.start()
+    if llama_plan:
+        converting.start()
     if half:
         os.sched_setaffinity(0, cores[: len(cores) // 2])  # hymt's servers inherit the other half
-    for card in args.cards:
-        if due(f"hymt {card:g} GB"):
-            add(serve_engine("hymt", args.model_dir, card, args, log))
-    converting.join()
-    os.sched_setaffinity(0, cores)
-    add([{**head, "engine": "llama.cpp", "scenario": "prepare", **prepared}])
-    if "error" not in prepared:
-        for kind, cards in chosen.llama_types.items():  # llama.cpp starts in seconds: a grace the slower phases lack
+    for card, scenarios in sessions.items():
+        if scenarios and due(f"hymt {card:g} GB"):
+            add(serve_engine("hymt", args.model_dir, card, args, log, scenarios, due))
+    if llama_plan:
+        converting.join()
+        os.sched_setaffinity(0, cores)
+        add([{**head, "engine": "llama.cpp", "scenario": "prepare", **prepared}])
+    if llama_plan and "error" not in prepared:
+        clients = CLIENTS if "clients" in chosen_scenarios else ()
+        for kind, (cards, teams) in llama_plan.items():  # llama.cpp starts in seconds: a grace the others lack
             gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
-            if due(f"llama.cpp {kind}", grace=args.budget_s / 4):
+            if not due(f"llama.cpp {kind}", grace=args.budget_s / 4):
+                continue
+            if "single_stream" in chosen_scenarios and cards:
                 add(llama.single_stream(bin_dir, gguf, kind, cards, head))
+            if (clients and cards) or teams:
                 add(
                     llama.serve(
-                        bin_dir, gguf, kind, cards, chosen.family, CLIENTS, args.new_tokens, args.deadline, head, log
+                        bin_dir,
+                        gguf,
+                        kind,
+                        cards if clients else (),
+                        chosen.family,
+                        clients if cards else (),
+                        args.new_tokens,
+                        args.deadline,
+                        head,
+                        log,
+                        mixed=settings(args) if teams else None,
+                        mixed_cards=teams,
                     )
                 )
-    for card in chosen.single_stream_cards:
-        if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
-            add([single_stream(args.model_dir, card, args, log)])
+    if "single_stream" in chosen_scenarios and "hymt" in engines:
+        for card in (c for c in chosen.single_stream_cards if c in args.cards):
+            if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
+                add([single_stream(args.model_dir, card, args, log)])
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     log.close()
