@@ -63,11 +63,13 @@ def _pythonpath() -> str:
 
 
 def _engine_env(card: float | None, new_tokens: int) -> dict:
-    """The server's settings on a simulated card of `card` GiB; None: the CPU profile."""
+    """The server's settings on a simulated card of `card` GiB; None: the CPU profile. Each server keeps its
+    document jobs in a folder of its own: none of one card's jobs resumes on the next."""
     where = {"HYMT_PROFILE": "cpu"} if card is None else {"HYMT_GPU_MEMORY_GB": str(card)}
     return {
         **os.environ,
         **where,
+        "HYMT_DATA_DIR": tempfile.mkdtemp(prefix="hymt-data-"),
         "HYMT_MAX_NEW_TOKENS": str(new_tokens),
         "HYMT_COMPILE_CACHE_DIR": "/tmp/hymt-compile",
         "HYMT_LOG_LEVEL": "warning",
