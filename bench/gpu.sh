@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The standard benchmark on the GPU machine (one H200, under 10 minutes): the carried wheels installed beside the
-# machine's torch, then `bench/run.py standard` into OUT_DIR (results, profiles, the servers' log), then its table.
+# The standard benchmark on the GPU machine (one H200, about 14 minutes: longer than one device call, so start it
+# detached, `setsid nohup bash bench/gpu.sh /tmp/out &`, and read /tmp/out in the next call): the carried wheels
+# installed beside the machine's torch, then `bench/run.py standard` into OUT_DIR (results, profiles, the servers'
+# log), then its table.
 # Arguments after OUT_DIR go to `bench/run.py standard` (`--family hy-mt2-1.8b`: the 1.8B on 4, 6 and 8 GB cards).
 #
 #   bash bench/carry.sh                                   # here, once: .whl/ and .llama/
@@ -16,5 +18,5 @@ export PYTHONPATH=/tmp/site
 # A server that cannot import fails each card in seconds and the run measures nothing of hymt: stop before it.
 PYTHONPATH=app:/tmp/site python3 -c "import hymt.api.server, hymt.engine.weights, humming, bitsandbytes"
 mkdir -p "$out"
-timeout "${TIMEOUT_S:-570}" python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-400}" "$@"
+timeout "${TIMEOUT_S:-1100}" python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-700}" "$@"
 python3 bench/report.py "$out" || true
