@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import time
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import srt as srt_lib
 
 from browsers import LAN_HOST
-from servers import Server, serving
+from servers import Server, serving, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -107,7 +111,7 @@ def test_upload_docx_and_download_same_structure(page, tmp_path):
     page.select_option("#target", "de")
     page.set_input_files("#file", str(source))
     page.wait_for_selector("#download:not([hidden])")
-    assert "segments translated" in page.inner_text("#output")
+    assert "segments translated" in page.inner_text("#doc-status")
     with page.expect_download() as info:
         page.click("#download")
     assert info.value.suggested_filename == "report.de.docx"
@@ -266,6 +270,14 @@ def test_a_server_with_keys_asks_for_one_and_translates_with_it(browser, test_mo
         pg.click("#translate")
         pg.wait_for_function("document.querySelector('#output').textContent.length > 0")
         assert pg.text_content("#message") == ""
+        long = tmp_path / "long.txt"
+        long.write_text(lines_of_text(300), encoding="utf-8")
+        pg.set_input_files("#file", str(long))
+        pg.wait_for_function("document.querySelector('#doc-status').textContent.startsWith('Translating long.txt')")
+        with pg.expect_response(lambda r: r.request.method == "DELETE") as answer:
+            pg.click("#doc-cancel")  # a job is its key's alone: without the key, the DELETE would be refused
+        assert answer.value.status == 200 and answer.value.json()["status"] == "cancelled"
+        pg.wait_for_function("document.querySelector('#doc-status').textContent.startsWith('Cancelled')")
         pg.reload()  # the key is remembered in this browser
         pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
         assert pg.input_value("#api-key") == "page-key-7"
@@ -407,8 +419,6 @@ def test_drop_a_document_on_the_text(page, tmp_path):
 
 def test_favicon(page, server):
     assert page.get_attribute("link[rel=icon]", "href") == "/static/favicon.svg"
-    import httpx
-
     icon = httpx.get(server.url + "/static/favicon.svg")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
 
@@ -488,11 +498,21 @@ def test_contrast_of_every_text_in_both_themes(browser, server, scheme, artifact
     # The colours only errors and guesses use, shown as the page shows them.
     pg.evaluate("""document.querySelector('#message').textContent = 'An error';
         const d = document.querySelector('#detected'); d.textContent = 'Detected: perhaps English (a guess, 30%)';
-        d.classList.add('guess');""")
+        d.classList.add('guess');
+        document.querySelector('#document').hidden = false;
+        const s = document.querySelector('#doc-status'); s.textContent = 'report.txt was not translated: an error';
+        s.classList.add('failed'); document.querySelector('#doc-cancel').hidden = false;""")
     pg.screenshot(path=str(artifacts / f"page-contrast-{scheme}.png"), full_page=True)
     measured = pg.evaluate(CONTRAST_JS)
     texts = {m["what"].split(":")[0] for m in measured}
-    assert {"BUTTON#translate.primary", "P#message.", "SMALL#detected.detected guess", "SELECT#target."} <= texts
+    assert {
+        "BUTTON#translate.primary",
+        "P#message.",
+        "SMALL#detected.detected guess",
+        "SELECT#target.",
+        "P#doc-status.failed",
+        "BUTTON#doc-cancel.",
+    } <= texts
     low = [m for m in measured if m["ratio"] < 4.5]
     assert not low, low
     context.close()
@@ -561,3 +581,202 @@ def test_a_page_on_another_origin_calls_the_api(browser, server, tmp_path):
     finally:
         context.close()
         other.shutdown()
+
+
+def lines_of_text(n: int, word: str = "hello") -> str:
+    return "".join(f"Line number {i} says {word} to the world.\n" for i in range(n))
+
+
+def open_page(browser, url: str):
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    pg = context.new_page()
+    pg.goto(url + "/")
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    return context, pg
+
+
+def record(page, selector: str, name: str) -> None:
+    """Every text the element shows from now on, in window[name] (a MutationObserver)."""
+    page.evaluate(
+        """([selector, name]) => { window[name] = []; const el = document.querySelector(selector);
+        new MutationObserver(() => window[name].push(el.textContent)).observe(el,
+          { childList: true, characterData: true, subtree: true }); }""",
+        [selector, name],
+    )
+
+
+@pytest.fixture(scope="module")
+def jobs_server(test_model, tmp_path_factory):
+    """One document translating at a time and few segments in flight: a document waits behind another, and the
+    tiny model on a CPU takes long enough over one of tens of lines for the page to be used meanwhile (a text gets
+    rows as they free, ahead of the document's)."""
+    log = tmp_path_factory.mktemp("logs") / "browser-jobs.log"
+    with serving(test_model, log, HYMT_MAX_RUNNING_JOBS="1", HYMT_MAX_IN_FLIGHT="8") as srv:
+        yield srv
+
+
+@pytest.fixture
+def jobs_page(browser, jobs_server):
+    context, pg = open_page(browser, jobs_server.url)
+    yield pg
+    context.close()
+
+
+def submit_job(srv, name: str, lines: int) -> dict:
+    answer = httpx.post(
+        f"{srv.url}/api/jobs",
+        files={"file": (name, lines_of_text(lines, name).encode())},
+        data={"source": "en", "target": "de"},
+        timeout=30,
+    )
+    assert answer.status_code == 202, answer.text
+    return answer.json()
+
+
+def job_status(srv, job: dict) -> str:
+    return httpx.get(f"{srv.url}/api/jobs/{job['id']}", timeout=10).json()["status"]
+
+
+def cancel_job(srv, job: dict) -> None:
+    assert httpx.delete(f"{srv.url}/api/jobs/{job['id']}", timeout=10).json()["status"] == "cancelled"
+
+
+def doc_status_is(page, text: str, timeout: float = 30_000) -> None:
+    page.wait_for_function("(t) => document.querySelector('#doc-status').textContent === t", arg=text, timeout=timeout)
+
+
+def test_a_document_waits_its_turn_shows_progress_and_the_text_box_translates_meanwhile(
+    jobs_page, jobs_server, tmp_path, artifacts
+):
+    """The page's document waits behind two others (one translating), says its place as it moves up, then its
+    progress with the time left, in its own place; a text typed while it translates is translated (the text's
+    stream is its own) and stays the translation shown when the document's download comes."""
+    page, srv = jobs_page, jobs_server
+    first, second = submit_job(srv, "first.txt", 300), submit_job(srv, "second.txt", 300)
+    try:
+        wait_until(lambda: job_status(srv, first) == "translating", 30, srv.log_path.read_text, "first job started")
+        record(page, "#doc-status", "docStatus")
+        report = tmp_path / "report.txt"
+        report.write_text(lines_of_text(60), encoding="utf-8")
+        page.select_option("#source", "en")
+        page.select_option("#target", "de")
+        page.set_input_files("#file", str(report))
+        doc_status_is(page, "Waiting to translate report.txt: 1 document ahead")
+        assert page.is_visible("#doc-cancel") and page.is_hidden("#download")
+        cancel_job(srv, second)
+        doc_status_is(page, "Waiting to translate report.txt: next in line")
+        cancel_job(srv, first)
+        page.wait_for_function(
+            "document.querySelector('#doc-status').textContent.startsWith('Translating report.txt: ')"
+        )
+    finally:
+        for job in (first, second):
+            httpx.delete(f"{srv.url}/api/jobs/{job['id']}", timeout=10)
+
+    page.fill("#input", "Hello world.")  # translated as typed, while the document translates
+    page.wait_for_function(IDLE, timeout=60_000)
+    translation = page.inner_text("#output")
+    seen = page.evaluate("window.docStatus.length")
+    assert page.is_hidden("#download") and page.inner_text("#doc-status").startswith("Translating report.txt: ")
+    assert page.is_visible("#doc-cancel")  # the document still runs
+    page.screenshot(path=str(artifacts / "page-document-and-text.png"), full_page=True)
+
+    page.wait_for_function(
+        "document.querySelector('#announce').textContent === 'report.de.txt is translated and ready to download.'",
+        timeout=120_000,
+    )
+    assert page.is_visible("#download") and page.inner_text("#doc-status") == "report.de.txt: 60 segments translated."
+    assert page.inner_text("#output") == translation  # the document's text did not replace the text's translation
+    statuses = page.evaluate("window.docStatus")
+    progress = [s for s in statuses if s.startswith("Translating")]
+    for status in progress:
+        assert re.fullmatch(r"Translating report\.txt: \d+ / 60 segments(, about \d+ (s|min) left)?", status), status
+    assert any("left" in s for s in progress), progress
+    assert any(s.startswith("Translating") for s in statuses[seen:]), statuses  # it kept updating in its place
+    assert page.is_hidden("#doc-cancel") and page.is_hidden("#doc-progress")
+    with page.expect_download() as info:
+        page.click("#download")
+    assert len(open(info.value.path(), encoding="utf-8").read().splitlines()) == 60
+
+
+def test_cancel_stops_a_running_document(jobs_page, jobs_server, tmp_path):
+    page, srv = jobs_page, jobs_server
+    long = tmp_path / "long.txt"
+    long.write_text(lines_of_text(300), encoding="utf-8")
+    page.set_input_files("#file", str(long))
+    page.wait_for_function("document.querySelector('#doc-status').textContent.startsWith('Translating long.txt: ')")
+    with page.expect_response(lambda r: r.request.method == "DELETE" and "/api/jobs/" in r.url) as answer:
+        page.click("#doc-cancel")
+    job = answer.value.json()
+    assert answer.value.status == 200 and job["status"] == "cancelled"
+    doc_status_is(page, "Cancelled: long.txt was not translated.")
+    assert page.inner_text("#announce") == "Translation of long.txt cancelled."
+    assert page.is_hidden("#doc-cancel") and page.is_hidden("#download") and page.is_hidden("#doc-progress")
+    assert job_status(srv, job) == "cancelled"
+    page.wait_for_timeout(1000)  # nothing of the cancelled document comes later
+    assert page.inner_text("#doc-status") == "Cancelled: long.txt was not translated." and page.is_hidden("#download")
+
+
+BUSY = {
+    "error": "the server is busy: this request would wait about 40 s to start (the limit is 30 s); try again in 1 s",
+    "error_type": "overloaded",
+}
+
+
+def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
+    """A 429 for the text (Retry-After: 1): one clean message, then the page asks again by itself."""
+    sent = []
+
+    def handle(route):
+        sent.append(route.request.post_data_json["text"])
+        if len(sent) == 1:
+            route.fulfill(status=429, headers={"Retry-After": "1"}, json=BUSY)
+        else:
+            route.continue_()
+
+    page.route("**/api/translate", handle)
+    record(page, "#message", "messages")
+    page.select_option("#target", "de")
+    page.fill("#input", "Hello world.")  # as typed: nothing pressed, then or later
+    page.wait_for_function("document.querySelector('#message').textContent.length > 0")
+    assert page.inner_text("#message") == "The server is busy; trying again in 1 s"
+    page.wait_for_function(IDLE, timeout=30_000)
+    assert sent == ["Hello world.", "Hello world."]
+    assert [m for m in page.evaluate("window.messages") if m] == ["The server is busy; trying again in 1 s"]
+    assert page.inner_text("#message") == ""
+
+
+def test_an_edit_while_a_retry_waits_goes_with_that_one_retry(page):
+    """Typing on while the page waits out Retry-After sends nothing sooner and stacks no retry: the one retry, when
+    its time comes, carries the latest text."""
+    sent = []
+
+    def handle(route):
+        sent.append((time.monotonic(), route.request.post_data_json["text"]))
+        if len(sent) == 1:
+            route.fulfill(status=429, headers={"Retry-After": "2"}, json=BUSY)
+        else:
+            route.continue_()
+
+    page.route("**/api/translate", handle)
+    page.select_option("#target", "de")
+    page.fill("#input", "Hello")
+    page.wait_for_function("document.querySelector('#message').textContent.includes('trying again in 2 s')")
+    page.fill("#input", "Hello world.")
+    page.wait_for_function(IDLE, timeout=30_000)
+    page.wait_for_timeout(1500)  # no other request follows
+    assert [text for _, text in sent] == ["Hello", "Hello world."]
+    assert sent[1][0] - sent[0][0] >= 1.9  # Retry-After was waited out
+
+
+def test_an_error_reads_once(page):
+    """The server's own words already say it is busy: the page does not say it twice."""
+    page.fill("#input", "Hello.")
+    page.wait_for_function(IDLE)
+    page.route(
+        lambda url: urlsplit(url).path == "/translate",  # LibreTranslate's call, not the page's /api/translate
+        lambda route: route.fulfill(status=429, headers={"Retry-After": "1"}, json=BUSY),
+    )
+    page.click("#more")  # Other translations: a click, told what happened (no retry of its own)
+    page.wait_for_function("document.querySelector('#message').textContent.length > 0")
+    assert page.inner_text("#message") == "T" + BUSY["error"][1:]

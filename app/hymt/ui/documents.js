@@ -1,14 +1,167 @@
-// Documents: upload or drop one, translate it whole with streamed progress, then offer the download.
+// Documents: upload or drop one, translate it whole as a job on the server (its place in the queue, then its
+// progress, streamed), then offer the download. A document has its own state and its own place on the page
+// (#document, by the upload button): the text box keeps translating beside it, and neither touches the other.
+import { authHeaders } from "./api-key.js";
 import { glossaryTerms } from "./glossary.js";
-import { say, showError } from "./messages.js";
+import { errorText, retryText, say, showError } from "./messages.js";
 import { instructions } from "./options.js";
 import { $, state } from "./state.js";
-import { postStream } from "./streaming.js";
+import { openStream, readEvents, retryAfter } from "./streaming.js";
 
 // Documents whose translation is text worth showing on the page as well as offering for download.
 const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
 
-async function loadFile(file) {
+// The document on its way (one at a time: a newer upload replaces it): { file, ext, form, controller, id,
+// retryTimer }; null once it has ended.
+let current = null;
+
+function show(text, { failed = false } = {}) {
+  $("document").hidden = false;
+  $("doc-status").textContent = text;
+  $("doc-status").classList.toggle("failed", failed);
+}
+
+function running(on) {
+  // While a document is on its way: its progress bar and its Cancel button.
+  $("doc-progress").hidden = !on;
+  $("doc-cancel").hidden = !on;
+  $("doc-cancel").disabled = false;
+}
+
+function timeLeft(seconds) {
+  if (seconds === null || seconds === undefined || !(seconds > 0)) return "";
+  return seconds < 90 ? `, about ${Math.max(1, Math.round(seconds))} s left` : `, about ${Math.round(seconds / 60)} min left`;
+}
+
+function ended(doc) {
+  // The document is done with, whichever way: the page forgets it (a later one may already have replaced it).
+  clearTimeout(doc.retryTimer);
+  if (current !== doc) return false;
+  current = null;
+  running(false);
+  return true;
+}
+
+function failed(doc, status, body) {
+  if (!ended(doc)) return;
+  const text = `${doc.file.name} was not translated: ${errorText(status, body)}`;
+  show(text, { failed: true });
+  if (status === 401 || status === 403) showError(status, body);  // the API key field asks for a key
+  say(text);
+}
+
+function cancelled(doc) {
+  if (current !== doc) return;
+  if (doc.controller) doc.controller.abort();  // the server cancels the job of a stream that closed, too
+  ended(doc);
+  show(`Cancelled: ${doc.file.name} was not translated.`);
+  say(`Translation of ${doc.file.name} cancelled.`);
+}
+
+function onEvent(doc, kind, body) {
+  const name = doc.file.name, progress = $("doc-progress");
+  if (kind === "start") {
+    doc.id = body.id;
+    progress.max = Math.max(1, body.segments);
+    show(`Starting ${name}: ${body.segments} segments`);
+  } else if (doc.cancelling && (kind === "queued" || kind === "progress")) {
+    // Cancelling: the status says so until the server answers.
+  } else if (kind === "queued") {
+    progress.removeAttribute("value");  // indeterminate while it waits
+    const ahead = body.position - 1;
+    show(`Waiting to translate ${name}: ` +
+      (ahead > 0 ? `${ahead} ${ahead === 1 ? "document" : "documents"} ahead` : "next in line"));
+  } else if (kind === "progress") {
+    progress.max = Math.max(1, body.total);
+    progress.value = body.done;
+    show(`Translating ${name}: ${body.done} / ${body.total} segments` +
+      (body.done < body.total ? timeLeft(body.seconds_remaining) : ""));
+  } else if (kind === "done") {
+    doc.result = body;
+  } else if (kind === "error") {
+    if (body.error_type === "cancelled") cancelled(doc);
+    else failed(doc, 0, body);
+  }
+}
+
+async function send(doc) {
+  // The upload and its stream of events; a 429 (the document queue is full) is sent again after Retry-After.
+  const controller = new AbortController();
+  doc.controller = controller;
+  running(true);
+  $("doc-progress").removeAttribute("value");
+  show(`Sending ${doc.file.name}…`);
+  try {
+    const response = await openStream("/api/translate_file", { body: doc.form, signal: controller.signal });
+    if (current !== doc) return;
+    if (!response.ok) {
+      const answer = await response.json().catch(() => null);
+      if (current !== doc) return;
+      if (response.status !== 429) { failed(doc, response.status, answer); return; }
+      const seconds = retryAfter(response);
+      show(`Sending ${doc.file.name}: ${retryText(seconds, answer)}`);
+      doc.retryTimer = setTimeout(() => { if (current === doc) send(doc); }, seconds * 1000);
+      return;
+    }
+    await readEvents(response, (kind, body) => { if (current === doc) onEvent(doc, kind, body); });
+    if (current !== doc) return;
+    if (doc.result) await showResult(doc, doc.result);
+    else failed(doc, 0, { error: "the server ended the stream before the document was translated" });
+  } catch (err) {
+    if (err.name !== "AbortError") failed(doc, 0, { error: `the server could not be reached: ${err.message}` });
+  }
+}
+
+async function showResult(doc, body) {
+  const link = $("download");
+  link.href = body.translatedFileUrl;
+  link.download = body.name;
+  link.textContent = `Download ${body.name}`;
+  link.hidden = false;
+  ended(doc);
+  const fallbacks = body.markup_fallback_segments;
+  show(`${body.name}: ${body.segments} segments translated.` + (fallbacks ? ` ${fallbacks} segment(s) lost ` +
+    "their inline markup in translation: their formatting now covers the whole segment." : ""));
+  // A text document is shown as the translation too, unless the text box is in use: its translation stays.
+  if (TEXT_FORMATS.includes(doc.ext) && !$("input").value.trim() && !state.busy) {
+    const text = await fetch(body.translatedFileUrl).then((r) => (r.ok ? r.text() : null), () => null);
+    if (text !== null && !$("input").value.trim() && !state.busy) $("output").textContent = text;
+  }
+  say(`${body.name} is translated and ready to download.`);
+}
+
+async function cancelDocument() {
+  // Cancel: the job is cancelled on the server (DELETE /api/jobs/{id}); one that ended first keeps its result.
+  const doc = current;
+  if (!doc) return;
+  $("doc-cancel").disabled = true;
+  doc.cancelling = true;
+  clearTimeout(doc.retryTimer);
+  show(`Cancelling ${doc.file.name}…`);
+  if (doc.id) {
+    try {
+      const response = await fetch(`/api/jobs/${encodeURIComponent(doc.id)}`, { method: "DELETE", headers: authHeaders() });
+      const job = await response.json().catch(() => null);
+      if (response.ok && job && job.status !== "cancelled") {  // it ended first: its stream tells how
+        doc.cancelling = false;
+        return;
+      }
+    } catch (err) {
+      // The server could not be asked: closing the stream cancels the job as well.
+    }
+  }
+  cancelled(doc);
+}
+
+export function clearDocumentReport() {
+  // Clear: a finished document's report and download go; one still on its way carries on.
+  if (current) return;
+  $("document").hidden = true;
+  $("doc-status").textContent = "";
+  $("download").hidden = true;
+}
+
+function loadFile(file) {
   // Any supported document goes to the server whole, so its structure and markup come back; progress streams.
   const dot = file.name.lastIndexOf(".");
   const ext = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
@@ -16,10 +169,12 @@ async function loadFile(file) {
     showError(415, { error: `${ext || "this file"} is not supported; supported: ${state.fileFormats.join(" ")}` });
     return;
   }
-  clearTimeout(state.typingTimer);
-  state.lastSent = null;
-  $("output").textContent = `Translating ${file.name}…`;
-  const progress = $("progress");
+  if (current) {  // a newer document replaces the one on its way (its stream closes: the server cancels it)
+    const old = current;
+    if (old.controller) old.controller.abort();
+    ended(old);
+  }
+  $("download").hidden = true;
   const form = new FormData();
   form.append("file", file);
   form.append("source", $("source").value);
@@ -28,33 +183,8 @@ async function loadFile(file) {
   const terms = glossaryTerms();
   if (terms.length) form.append("glossary", JSON.stringify(terms));
   for (const [name, value] of Object.entries(instructions())) form.append(name, value);
-  let finished = null;
-  await postStream("/api/translate_file", { body: form }, (kind, body) => {
-    if (kind === "start") {
-      progress.max = Math.max(1, body.segments);
-    } else if (kind === "progress") {
-      progress.value = body.done;
-      $("output").textContent = `Translating ${file.name}: ${body.done} / ${body.total} segments`;
-    } else if (kind === "done") {
-      finished = body;
-    } else if (kind === "error") {
-      showError(0, body);
-    }
-  }, async () => { if (finished) await showFileResult(finished, ext); });
-}
-
-async function showFileResult(body, ext) {
-  const link = $("download");
-  link.href = body.translatedFileUrl;
-  link.download = body.name;
-  link.textContent = `Download ${body.name}`;
-  link.hidden = false;
-  const fallbacks = body.markup_fallback_segments;
-  $("output").textContent = TEXT_FORMATS.includes(ext) ? await (await fetch(body.translatedFileUrl)).text()
-    : `${body.name}: ${body.segments} segments translated.`;
-  if (fallbacks) $("message").textContent = `${fallbacks} segment(s) lost their inline markup in translation: ` +
-    "their formatting now covers the whole segment.";
-  say(`${body.name} is translated and ready to download.`);
+  current = { file, ext, form, controller: null, id: null, retryTimer: null, result: null, cancelling: false };
+  send(current);
 }
 
 function initDrop() {
@@ -75,5 +205,6 @@ function initDrop() {
 
 export function initDocuments() {
   $("file").addEventListener("change", (e) => { if (e.target.files[0]) loadFile(e.target.files[0]); e.target.value = ""; });
+  $("doc-cancel").addEventListener("click", cancelDocument);
   initDrop();
 }

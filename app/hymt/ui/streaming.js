@@ -1,8 +1,13 @@
-// Streaming POSTs (text or document) read as Server-Sent Events: one at a time, a newer one cancels the running one.
+// Streaming POSTs read as Server-Sent Events. The text's requests go one at a time (a newer one cancels the
+// running one) through postStream; a document reads its own stream (documents.js) beside them.
 import { hideAlternatives } from "./alternatives.js";
 import { authHeaders } from "./api-key.js";
 import { showError } from "./messages.js";
 import { $, state } from "./state.js";
+
+// Retry-After beyond this (or unreadable) is taken as this many seconds: the page asks again by itself.
+const RETRY_MAX_S = 300;
+const RETRY_DEFAULT_S = 2;
 
 function setBusy(busy) {
   state.busy = busy;
@@ -26,7 +31,7 @@ function parseEvents(buffer, onEvent) {
   return buffer;
 }
 
-async function readEvents(response, onEvent) {
+export async function readEvents(response, onEvent) {
   // Feeds each Server-Sent Event of a streaming response to onEvent as it arrives.
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -38,30 +43,50 @@ async function readEvents(response, onEvent) {
   }
 }
 
+export function openStream(url, { headers = {}, body, signal }) {
+  // The POST of a stream, with the API key where one is entered.
+  return fetch(url, { method: "POST", headers: { ...headers, ...authHeaders() }, body, signal });
+}
+
+export function retryAfter(response) {
+  // Retry-After in whole seconds (a number or an HTTP date), at least 1.
+  const header = response.headers.get("Retry-After");
+  let seconds = Number(header);
+  if (header && !Number.isFinite(seconds)) seconds = (Date.parse(header) - Date.now()) / 1000;
+  if (!header || !Number.isFinite(seconds)) seconds = RETRY_DEFAULT_S;
+  return Math.min(RETRY_MAX_S, Math.max(1, Math.ceil(seconds)));
+}
+
 export function cancelRunning() {
   if (state.controller) state.controller.abort();
   state.controller = null;
 }
 
-export async function postStream(url, { headers = {}, body }, onEvent, afterEvents = async () => {}) {
-  // One streaming POST, text or document: a newer one cancels it. The page shows progress until the events end.
+export async function postStream(url, { headers = {}, body }, onEvent, { onBusy } = {}) {
+  // One streaming POST of the text: a newer one cancels it. The page shows progress until the events end. A 429
+  // goes to onBusy(seconds, answer) where given (the caller asks again later), else it is shown like any refusal.
   cancelRunning();
   const controller = new AbortController();
   state.controller = controller;
   $("message").textContent = "";
-  $("download").hidden = true;
   hideAlternatives();
   const progress = $("progress");
   progress.value = 0; progress.hidden = false;
   setBusy(true);
   try {
-    const response = await fetch(url, { method: "POST", headers: { ...headers, ...authHeaders() }, body,
-                                        signal: controller.signal });
-    if (!response.ok) { showError(response.status, await response.json().catch(() => null)); return; }
+    const response = await openStream(url, { headers, body, signal: controller.signal });
+    if (!response.ok) {
+      const answer = await response.json().catch(() => null);
+      if (state.controller !== controller) return;
+      if (response.status === 429 && onBusy) onBusy(retryAfter(response), answer);
+      else showError(response.status, answer);
+      return;
+    }
     await readEvents(response, (kind, data) => { if (state.controller === controller) onEvent(kind, data); });
-    if (state.controller === controller) await afterEvents();
   } catch (err) {
-    if (err.name !== "AbortError") $("message").textContent = `The server could not be reached: ${err.message}`;
+    if (err.name !== "AbortError" && state.controller === controller) {
+      $("message").textContent = `The server could not be reached: ${err.message}`;
+    }
   } finally {
     if (state.controller === controller) {  // a request that was replaced leaves the page to its successor
       state.controller = null;

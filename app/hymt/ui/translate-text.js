@@ -1,7 +1,9 @@
-// The text box: translation as you type or on request (streamed), the counter, swap and clear.
+// The text box: translation as you type or on request (streamed), the counter, swap and clear. A busy server
+// (429) is asked again by itself after its Retry-After, with the latest text.
 import { hideAlternatives } from "./alternatives.js";
 import { glossaryTerms, showGlossaryReport } from "./glossary.js";
-import { say, showError } from "./messages.js";
+import { clearDocumentReport } from "./documents.js";
+import { retryText, say, sentence, showError } from "./messages.js";
 import { instructions } from "./options.js";
 import { refreshPickers, showDetected } from "./pickers.js";
 import { $, state } from "./state.js";
@@ -17,6 +19,8 @@ export function updateCounter() {
 export async function translate({ typed = false } = {}) {
   // typed: from translate-as-you-type (quiet when there is nothing to do); otherwise the button or Ctrl+Enter.
   clearTimeout(state.typingTimer);
+  clearTimeout(state.retryTimer);  // this request is the retry, or (a press of Translate) goes instead of it
+  state.retryTimer = null;
   const text = $("input").value;
   if (!text.trim()) {
     cancelRunning();
@@ -56,7 +60,20 @@ export async function translate({ typed = false } = {}) {
     } else if (kind === "error") {
       showError(0, body);
     }
-  });
+  }, { onBusy: retryLater });
+}
+
+function retryLater(seconds, body) {
+  // Refused with 429: said once, then asked again after Retry-After with whatever the text is by then. Edits
+  // meanwhile send nothing of their own (scheduleTyping): the one pending retry takes the latest text.
+  state.lastSent = null;  // what was refused was not translated: the same text goes again
+  $("message").textContent = sentence(retryText(seconds, body));
+  clearTimeout(state.retryTimer);
+  state.retryTimer = setTimeout(() => {
+    state.retryTimer = null;
+    $("message").textContent = "";  // the retry goes now (or, the text emptied meanwhile, is not needed)
+    translate({ typed: true });
+  }, seconds * 1000);
 }
 
 export function languagesChanged() {
@@ -69,19 +86,23 @@ export function languagesChanged() {
 
 function scheduleTyping() {
   // Translate as you type: once the typing pauses for the server's frontendTimeout; a newer request cancels the
-  // one running.
+  // one running. While a busy server's retry is pending, that retry sends the latest text when its time comes.
   clearTimeout(state.typingTimer);
+  if (state.retryTimer) return;
   state.typingTimer = setTimeout(() => translate({ typed: true }), state.typingDelay);
 }
 
 function clearAll() {
-  // Back to an empty page: the text, the translation and every report about them.
+  // Back to an empty page: the text, the translation and every report about them (a document still on its way
+  // carries on in its own place).
   cancelRunning();
   clearTimeout(state.typingTimer);
+  clearTimeout(state.retryTimer);
+  state.retryTimer = null;
   state.lastSent = null;
   $("input").value = ""; $("output").textContent = ""; $("message").textContent = ""; $("note").textContent = "";
   showDetected(null); showGlossaryReport(null); hideAlternatives(); say("");
-  $("download").hidden = true;
+  clearDocumentReport();
   updateCounter(); updateUrl(); $("input").focus();
 }
 
