@@ -32,6 +32,8 @@ CODES = {
     "pt-pt": "pt",
     "es-419": "es",
 }
+# DeepL's formality values (besides none): accepted, since DeepL's clients send them, and ignored.
+FORMALITIES = ("default", "more", "less", "prefer_more", "prefer_less")
 # How hymt's error statuses read to a DeepL client: DeepL answers 403 for a missing key, and 400 where hymt is finer.
 STATUSES = {401: 403, 415: 400, 422: 400}
 
@@ -129,5 +131,5 @@ def _check_formality(data: dict) -> None:
     """`formality` is accepted (DeepL's clients send it) and ignored: no model of the family has a formality
     prompt. A value DeepL would refuse is refused."""
     value = data.get("formality")
-    if value not in (None, "", "default", "more", "less", "prefer_more", "prefer_less"):
+    if value not in (None, "", *FORMALITIES):
         raise BadRequest("Value for 'formality' not supported.")

@@ -174,15 +174,15 @@ def result_response(request: Request, record: JobRecord) -> FileResponse:
 
 
 # -- /api/jobs ------------------------------------------------------------------------------------------------
-async def submit(request: Request) -> JSONResponse:
-    service, data = await read(request)
-    record = await accept(request, service, upload_of(data, service), "jobs")
-    return JSONResponse(job_json(request, record), status_code=202)
-
-
-async def list_jobs(request: Request) -> JSONResponse:
-    service: Service = request.app.state.service
-    await parsing.read_request(request, service.settings, service.limits)
+async def jobs(request: Request) -> JSONResponse:
+    """POST: a document submitted (202, the job); GET: the caller's jobs, newest first. One route for both, so that
+    a 405 names both methods in its Allow."""
+    if request.method == "POST":
+        service, data = await read(request)
+        record = await accept(request, service, upload_of(data, service), "jobs")
+        return JSONResponse(job_json(request, record), status_code=202)
+    settings, limits = request.app.state.service.settings, request.app.state.service.limits
+    await parsing.read_request(request, settings, limits)
     owner = parsing.caller(request).key_hash
     records = await run_in_threadpool(_store(request).list, owner)
     return JSONResponse({"jobs": [job_json(request, r) for r in records]})

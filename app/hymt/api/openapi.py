@@ -10,6 +10,7 @@ from .. import __version__
 from ..documents import FORMATS, media_types
 from ..planner.tiers import TIERS_BY_NAME
 from ..settings import Settings
+from ..store.jobs import JobState
 from .schemas import json_object, request_bodies
 
 
@@ -27,6 +28,66 @@ def _error(schema: str, description: str, retry_after: bool = False) -> dict:
             }
         }
     return response
+
+
+def _file_response(description: str) -> dict:
+    """A translated document, as the media type of its format."""
+    return {
+        "description": description,
+        "content": {
+            media: {"schema": {"type": "string", "format": "binary"}}
+            for media in dict.fromkeys(media for _, media in FORMATS.values())
+        },
+    }
+
+
+# A document job as /api/jobs answers it (jobs.job_json).
+JOB = json_object(
+    {
+        "id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+        "status": {"type": "string", "enum": [state.value for state in JobState]},
+        "name": {"type": "string", "description": "the name offered for the translated file"},
+        "source": {"type": ["string", "null"], "description": "the language given or detected; null: undetectable"},
+        "target": {"type": "string"},
+        "segments_done": {"type": "integer", "minimum": 0},
+        "segments_total": {"type": "integer", "minimum": 0},
+        "queue_position": {"type": ["integer", "null"], "minimum": 1, "description": "1: next; null unless queued"},
+        "seconds_remaining": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "estimated while translating, once a text has settled; else null",
+        },
+        "billed_characters": {"type": "integer", "minimum": 0},
+        "created_at": {"type": "string", "format": "date-time"},
+        "started_at": {"type": ["string", "null"], "format": "date-time"},
+        "finished_at": {"type": ["string", "null"], "format": "date-time"},
+        "error": {"type": ["string", "null"], "description": "why the job failed"},
+        "result_url": {"type": ["string", "null"], "description": "where the translated file is, once done"},
+        "report": {
+            "type": ["object", "null"],
+            "description": "once done: what /translate_file answers besides the URL (segments, "
+            "markup_fallback_segments, markup_segments)",
+        },
+    },
+    [
+        "id",
+        "status",
+        "name",
+        "source",
+        "target",
+        "segments_done",
+        "segments_total",
+        "queue_position",
+        "seconds_remaining",
+        "billed_characters",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "error",
+        "result_url",
+        "report",
+    ],
+)
 
 
 def _errors(schema: str, keys: bool, quality: bool = False) -> dict:
@@ -67,11 +128,13 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     bodies = request_bodies(settings, best, offered)
     source, target, api_key_form = bodies.source, bodies.target, bodies.api_key_form
 
-    def post(summary: str, body: dict, ok: dict, errors: str = "Error", quality: bool = False) -> dict:
+    def post(
+        summary: str, body: dict, ok: dict, errors: str = "Error", quality: bool = False, status: str = "200"
+    ) -> dict:
         operation = {
             "summary": summary,
             "requestBody": body,
-            "responses": {"200": ok, **_errors(errors, keys, quality)},
+            "responses": {status: ok, **_errors(errors, keys, quality)},
         }
         if keys:
             operation["security"] = [{"bearer": []}]
@@ -85,25 +148,41 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             }
         return {"description": description, "content": content}
 
-    def file_post(summary: str, ok: dict) -> dict:
-        formats = " ".join(FORMATS)
-        accepted = list(media_types())
-        # The format is the file name's extension, else the part's Content-Type: the encoding names the media
-        # types, so a client that sends one of them with any file name is understood.
+    formats = " ".join(FORMATS)
+    accepted = list(media_types())
+    document = {
+        "type": "string",
+        "format": "binary",
+        "description": (
+            f"a document, by its file name's extension ({formats}) "
+            f"or else by the media type it is sent as ({', '.join(accepted)})"
+        ),
+    }
+    # The format is the file name's extension, else the part's Content-Type: the encoding names the media types, so
+    # a client that sends one of them with any file name is understood.
+    document_encoding = {"file": {"contentType": ", ".join(accepted)}}
+    bad_file = (
+        "a file its library cannot read (invalid_file); XML that declares entities (xml_entities); "
+        f"not a supported format ({formats})"
+    )
+    too_large_file = (
+        "Over HYMT_MAX_FILE_BYTES; an archive past its limits (archive_too_large: members, expanded size, "
+        "ratio); more segments than 16 x HYMT_MAX_QUEUE_SEGMENTS (too_many_segments) or one over "
+        "HYMT_MAX_CHARS (segment_too_long)"
+    )
+    queue_full = (
+        "Refused at once: the queue of unfinished documents is full (HYMT_MAX_QUEUED_JOB_SEGMENTS, "
+        "HYMT_MAX_QUEUED_JOB_BYTES), or a rate limit is reached"
+    )
+
+    def file_post(summary: str, ok: dict, status: str = "200") -> dict:
         body = {
             "required": True,
             "content": {
                 "multipart/form-data": {
                     "schema": json_object(
                         {
-                            "file": {
-                                "type": "string",
-                                "format": "binary",
-                                "description": (
-                                    f"a document, by its file name's extension ({formats}) "
-                                    f"or else by the media type it is sent as ({', '.join(accepted)})"
-                                ),
-                            },
+                            "file": document,
                             "source": source,
                             "target": target,
                             "api_key": api_key_form,
@@ -114,29 +193,190 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                         "may be sent as a JSON string of the list",
                         **bodies.one_instruction,
                     ),
-                    "encoding": {"file": {"contentType": ", ".join(accepted)}},
+                    "encoding": document_encoding,
                 }
             },
         }
-        operation = post(f"{summary}. Formats: {formats}", body, ok)["post"]
+        operation = post(f"{summary}. Formats: {formats}", body, ok, status=status)["post"]
         operation["responses"]["400"] = _error(
             "Error",
             "A malformed form or field; a file its library cannot read "
             "(invalid_file); XML that declares entities (xml_entities)",
         )
-        operation["responses"]["413"] = _error(
-            "Error",
-            (
-                "Over HYMT_MAX_FILE_BYTES; an archive past its limits (archive_too_large: members, expanded size, "
-                "ratio); more segments than 16 x HYMT_MAX_QUEUE_SEGMENTS (too_many_segments) or one over "
-                "HYMT_MAX_CHARS (segment_too_long)"
-            ),
-        )
+        operation["responses"]["413"] = _error("Error", too_large_file)
         operation["responses"]["415"] = _error("Error", "Not a supported format (the message lists them)")
         operation["responses"]["422"] = _error(
             "Error", "style or background where the model served has no official prompt for it, or both"
         )
+        operation["responses"]["429"] = _error("Error", queue_full, retry_after=True)
         return {"post": operation}
+
+    # hymt's document jobs: read like any request with a key (a query string's api_key too), each job its key's
+    # alone (another key's is a 404, as an unknown one).
+    job_id = {
+        "name": "job_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+        "description": "the id POST /api/jobs answered",
+    }
+    api_key_query = {
+        "name": "api_key",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "when the server requires keys (or send Authorization: Bearer)",
+    }
+    job = {"$ref": "#/components/schemas/Job"}
+
+    def job_read(summary: str, operation_id: str, response: dict, errors: dict | None = None, one: bool = True) -> dict:
+        """An operation on the caller's jobs (`one`: on the job of the path's id): the key and rate limits as a
+        POST's, no body to send."""
+        common = _errors("Error", keys)
+        for status in ("400", "413", "415"):
+            common[status] = _error(
+                "Error",
+                {
+                    "400": "A query string that is not UTF-8 text, or a malformed body",
+                    "413": "A body over HYMT_MAX_UPLOAD_BYTES",
+                    "415": "A body of a content type not accepted",
+                }[status],
+            )
+        common.pop("503")  # the jobs are in the store: listed and read while the engine loads or drains
+        operation = {
+            "summary": summary,
+            "operationId": operation_id,
+            "parameters": [job_id, api_key_query] if one else [api_key_query],
+            "responses": {"200": response, **common, **(errors or {})},
+        }
+        if keys:
+            operation["security"] = [{"bearer": []}]
+        return operation
+
+    not_found = _error(
+        "Error", "No such job: unknown, expired (HYMT_FILE_RETENTION_S after it ended), or another key's"
+    )
+    job_links = {
+        name: {"operationId": operation, "parameters": {"job_id": "$response.body#/id"}}
+        for name, operation in (("GetJob", "getJob"), ("CancelJob", "cancelJob"), ("GetJobResult", "getJobResult"))
+    }
+    submit = file_post(
+        "Submit a document job: answered at once (202) with the job, which the server translates in the background "
+        "(its progress at /api/jobs/{job_id}, its file at /api/jobs/{job_id}/result once done); unfinished jobs "
+        "resume after a restart",
+        {
+            "description": "the job, queued",
+            "content": {"application/json": {"schema": job}},
+            "links": job_links,
+        },
+        status="202",
+    )
+    submit["post"]["operationId"] = "submitJob"
+
+    # DeepL's document API: DeepL's error shape ({"message"}) and statuses (403 for a missing key too; 400 where
+    # hymt says 415 or 422).
+    def deepl_operation(summary: str, operation_id: str, body: dict, ok: dict, errors: dict) -> dict:
+        responses = {
+            "200": ok,
+            "400": _error("DeepLError", errors.pop("400")),
+            "413": _error("DeepLError", errors.pop("413", "A body over HYMT_MAX_UPLOAD_BYTES")),
+            "429": _error("DeepLError", errors.pop("429", "A rate limit is reached"), retry_after=True),
+        }
+        forbidden = ["no API key, or a wrong one"] if keys else []
+        if "403" in errors:
+            forbidden.append(errors.pop("403"))
+        if forbidden:
+            said = "; ".join(forbidden)
+            responses["403"] = _error("DeepLError", said[0].upper() + said[1:])
+        for status, description in errors.items():
+            responses[status] = description if isinstance(description, dict) else _error("DeepLError", description)
+        operation = {"summary": summary, "operationId": operation_id, "requestBody": body, "responses": responses}
+        if keys:
+            operation["security"] = [{"deepl": []}, {"bearer": []}]
+        return {"post": operation}
+
+    document_id = {
+        "name": "document_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+        "description": "the document_id the upload answered",
+    }
+    document_body = {"required": True, "content": bodies.deepl_document}
+    document_links = {
+        name: {
+            "operationId": operation,
+            "parameters": {"document_id": "$response.body#/document_id"},
+            "requestBody": {"document_key": "$response.body#/document_key"},
+        }
+        for name, operation in (("DocumentStatus", "deeplDocumentStatus"), ("DocumentResult", "deeplDocumentResult"))
+    }
+    no_document = "No such document: unknown, expired, or another key's"
+    deepl_upload = deepl_operation(
+        f"DeepL's document upload (DeepL API v2): the document becomes a job; its document_id and document_key "
+        f"ask for its status and result. Formats: {formats}",
+        "deeplUploadDocument",
+        {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": json_object(
+                        {"file": document, **bodies.deepl_upload},
+                        ["file", "target_lang"],
+                        description="DeepL's form; output_format, where sent, must be the file name's own "
+                        "extension (a document is translated into its own format only), else a 400",
+                    ),
+                    "encoding": document_encoding,
+                }
+            },
+        },
+        {
+            "description": "the document's id and key",
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/DeepLDocument"}},
+            },
+            "links": document_links,
+        },
+        {
+            "400": "A malformed form; a missing or unsupported field (target_lang, source_lang, formality, "
+            f"output_format); {bad_file}",
+            "404": "A glossary_id: no stored glossaries exist here",
+            "413": too_large_file,
+            "429": queue_full,
+            "503": _error("DeepLError", "Starting, stopped or shutting down (draining)", retry_after=True),
+        },
+    )
+    deepl_status = deepl_operation(
+        "DeepL's document status: queued, translating (seconds_remaining once known), done (billed_characters) "
+        "or error (error_message; a cancelled job too)",
+        "deeplDocumentStatus",
+        document_body,
+        {
+            "description": "the document's status",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/DeepLDocumentStatus"}}},
+        },
+        {
+            "400": "A malformed body, one of a content type not accepted, or no document_key",
+            "403": "a wrong document_key",
+            "404": no_document,
+        },
+    )
+    deepl_status["post"]["parameters"] = [document_id]
+    deepl_result = deepl_operation(
+        "DeepL's translated document, once its status is done",
+        "deeplDocumentResult",
+        document_body,
+        _file_response("the translated file, as the media type of its format"),
+        {
+            "400": "A malformed body, one of a content type not accepted, or no document_key; a document whose "
+            "translation failed or was cancelled",
+            "403": "a wrong document_key",
+            "404": f"{no_document}; its file no longer kept",
+            # DeepL's answer to a result asked for too soon; its clients wait for the status to be done first.
+            "503": _error("DeepLError", "The document is not translated yet (queued or translating)"),
+        },
+    )
+    deepl_result["post"]["parameters"] = [document_id]
 
     def get(summary: str, response: dict) -> dict:
         return {"summary": summary, "responses": {"200": response}}
@@ -166,7 +406,8 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         "info": {
             "title": "hymt",
             "version": __version__,
-            "description": "Self-hosted Hunyuan-MT-7B translation. LibreTranslate- and OpenAI-compatible.",
+            "description": "Self-hosted Hunyuan-MT-7B translation. LibreTranslate- and OpenAI-compatible, with "
+            "DeepL's document API (/v2/document) and document jobs of its own (/api/jobs).",
         },
         "paths": {
             "/translate": post(
@@ -260,15 +501,20 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 ),
             ),
             "/api/translate_file": file_post(
-                "The web page's document endpoint: Server-Sent Events (start, progress with segments done of "
-                "total, done with translatedFileUrl, or error)",
+                "The web page's document endpoint, a document job followed as Server-Sent Events: start "
+                "({segments, name, id: the job's}), queued ({position} in the queue of documents, as it changes), "
+                "progress ({done, total, seconds_remaining}: texts done of total), done (translatedFileUrl and the "
+                "report /translate_file answers), or error; a client that leaves has its job cancelled",
                 {
                     "description": "text/event-stream",
                     "content": {
                         "text/event-stream": {
                             "schema": json_object(
                                 {
-                                    "event": {"type": "string", "enum": ["start", "progress", "done", "error"]},
+                                    "event": {
+                                        "type": "string",
+                                        "enum": ["start", "queued", "progress", "done", "error"],
+                                    },
                                     "data": {"type": "string"},
                                 },
                                 ["data"],
@@ -285,17 +531,55 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                         {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
                     ],
                     "responses": {
-                        "200": {
-                            "description": "the file, as the media type of its format",
-                            "content": {
-                                media: {"schema": {"type": "string", "format": "binary"}}
-                                for media in dict.fromkeys(media for _, media in FORMATS.values())
-                            },
-                        },
+                        "200": _file_response("the file, as the media type of its format"),
                         "404": _error("Error", "No such file, or no longer kept"),
                     },
                 }
             },
+            "/api/jobs": {
+                **submit,
+                "get": job_read(
+                    "The caller's document jobs (every job when the server requires no keys), newest first",
+                    "listJobs",
+                    ok(
+                        "{jobs: [job, ...]}",
+                        json_object({"jobs": {"type": "array", "items": job}}, ["jobs"]),
+                    ),
+                    one=False,
+                ),
+            },
+            "/api/jobs/{job_id}": {
+                "get": job_read(
+                    "A document job: its status and progress", "getJob", ok("the job", job), {"404": not_found}
+                ),
+                "delete": job_read(
+                    "Cancel a document job (one that has ended is left as it is): the job afterwards, kept until "
+                    "it expires",
+                    "cancelJob",
+                    ok("the job", job),
+                    {"404": not_found},
+                ),
+            },
+            "/api/jobs/{job_id}/result": {
+                "get": job_read(
+                    "A done job's translated file",
+                    "getJobResult",
+                    _file_response("the translated file, as the media type of its format"),
+                    {
+                        "404": _error(
+                            "Error", "No such job (unknown, expired, another key's), or its file no longer kept"
+                        ),
+                        "409": _error(
+                            "Error",
+                            "The job is not done: queued or translating (not_ready), or failed or cancelled "
+                            "(no_result)",
+                        ),
+                    },
+                )
+            },
+            "/v2/document": deepl_upload,
+            "/v2/document/{document_id}": deepl_status,
+            "/v2/document/{document_id}/result": deepl_result,
             "/v1/models": get(
                 "Model names, one per target language; root: the model that runs",
                 ok(
@@ -332,6 +616,22 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     },
                     ["error"],
                 ),
+                "Job": JOB,
+                "DeepLError": json_object({"message": {"type": "string"}}, ["message"]),
+                "DeepLDocument": json_object(
+                    {"document_id": {"type": "string"}, "document_key": {"type": "string"}},
+                    ["document_id", "document_key"],
+                ),
+                "DeepLDocumentStatus": json_object(
+                    {
+                        "document_id": {"type": "string"},
+                        "status": {"type": "string", "enum": ["queued", "translating", "done", "error"]},
+                        "seconds_remaining": {"type": "integer", "minimum": 0},
+                        "billed_characters": {"type": "integer", "minimum": 0},
+                        "error_message": {"type": "string"},
+                    },
+                    ["document_id", "status"],
+                ),
                 "Health": json_object(
                     {
                         "status": {
@@ -349,6 +649,13 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     }
     if keys:
         spec["components"]["securitySchemes"] = {
-            "bearer": {"type": "http", "scheme": "bearer", "description": "an API key (HYMT_API_KEYS)"}
+            "bearer": {"type": "http", "scheme": "bearer", "description": "an API key (HYMT_API_KEYS)"},
+            "deepl": {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authorization",
+                "description": "DeepL's scheme: Authorization: DeepL-Auth-Key <key>, the key one of "
+                "HYMT_API_KEYS (or the form field auth_key)",
+            },
         }
     return spec

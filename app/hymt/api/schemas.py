@@ -9,6 +9,7 @@ from ..glossary import MAX_REQUEST_TERMS, MAX_TERM_CHARS
 from ..languages import ALIASES, LANGUAGES
 from ..settings import Settings
 from .alternatives import ALTERNATIVES_LIMIT
+from .deepl import CODES, FORMALITIES
 from .openai_compat import MODEL_NAME, ROLES
 from .parsing import MAX_STYLE_CHARS
 
@@ -27,6 +28,14 @@ def language_codes() -> list[str]:
         if len(rest) == 2:
             codes.append(f"{head}-{rest.upper()}")
     return list(dict.fromkeys(codes))
+
+
+def deepl_language_codes() -> list[str]:
+    """Every spelling of a language DeepL's document API accepts here: DeepL's own codes in its upper case (DE, EN-GB,
+    PT-BR, ZH-HANS), and hymt's codes and aliases as /translate spells them (the field is read without regard to
+    case)."""
+    codes = language_codes()
+    return list(dict.fromkeys([*(code.upper() for code in [*codes, *CODES]), *codes]))
 
 
 def json_object(properties: dict, required: list[str], **extra) -> dict:
@@ -77,6 +86,8 @@ class Bodies:
     api_key_form: dict
     document_form: dict  # a document form's translation options: context, style, background
     one_instruction: dict  # a body's constraint: not style and background both
+    deepl_upload: dict  # DeepL's POST /v2/document form, less its file
+    deepl_document: dict  # content by media type: the body naming a document (status, result)
 
 
 def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> Bodies:
@@ -243,6 +254,47 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
         anyOf=[{"required": ["target_language"]}, {"required": ["model"], "properties": {"model": {"enum": suffixed}}}],
         **one_instruction,
     )
+    deepl_codes = deepl_language_codes()
+    deepl_key = {
+        "type": "string",
+        "description": "DeepL's older way to send the key (or send Authorization: DeepL-Auth-Key); any key "
+        "when the server requires none",
+    }
+    deepl_upload = {
+        "target_lang": {
+            "type": "string",
+            "enum": deepl_codes,
+            "description": "DeepL's language code (DE, EN-GB, PT-BR, ZH-HANS, ...) or hymt's, in any case",
+        },
+        "source_lang": {
+            "type": "string",
+            "enum": ["", *deepl_codes],
+            "description": "left out or empty: detected from the document",
+        },
+        "formality": {
+            "type": "string",
+            "enum": ["", *FORMALITIES],
+            "description": "accepted as DeepL's clients send it, and ignored: no model served has a formality prompt",
+        },
+        "glossary_id": {
+            "type": "string",
+            "maxLength": 0,
+            "description": "a stored DeepL glossary: none exist here, so any id is a 404 (Glossary not found)",
+        },
+        "auth_key": deepl_key,
+    }
+    key_field = {"type": "string", "minLength": 1, "description": "the document_key its upload answered"}
+    # The query string's fields fill in what a form (or an empty body) lacks, as for every form here (parsing.py).
+    document_form = json_object(
+        {"document_key": key_field, "auth_key": deepl_key},
+        ["document_key"],
+        description="a form; its fields may be sent in the query string instead",
+    )
+    deepl_document = {
+        "application/json": {"schema": json_object({"document_key": key_field}, ["document_key"])},
+        "application/x-www-form-urlencoded": {"schema": document_form},
+        "multipart/form-data": {"schema": document_form},
+    }
     return Bodies(
         translate=translate,
         translate_form=form_content,
@@ -255,4 +307,6 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
         api_key_form=api_key_form,
         document_form={k: v for k, v in quality_form.items() if k != "quality"},
         one_instruction=one_instruction,
+        deepl_upload=deepl_upload,
+        deepl_document=deepl_document,
     )
