@@ -38,20 +38,24 @@ CHECKPOINT_S = 1.0
 
 @dataclass
 class Progress:
-    """A running job's texts settled, as its pipeline reports them, and when it (re)started."""
+    """A running job's texts settled, as its pipeline reports them, and since when this run translates."""
 
     done: int = 0
     total: int = 0
     started: float = field(default_factory=time.monotonic)
-    done_at_start: int | None = None  # texts already translated when it (re)started: a resumed job's
+    kept: int = 0  # texts a resumed job had translated before: they say nothing of this run's rate
+
+    def resumed(self, kept: int) -> None:
+        """The texts kept from before are told; the clock of this run's rate starts now."""
+        self.kept, self.started = kept, time.monotonic()
 
     def seconds_remaining(self) -> float | None:
-        """From the rate since it (re)started; None until a text of this run has settled."""
-        fresh = self.done - (self.done_at_start or 0)
-        if fresh <= 0 or self.total <= self.done:
-            return None if fresh <= 0 else 0.0
+        """From this run's rate so far; None until one of its texts has settled."""
+        fresh = self.done - self.kept
+        if fresh <= 0:
+            return None
         rate = fresh / max(time.monotonic() - self.started, 1e-3)
-        return round((self.total - self.done) / rate, 1)
+        return round(max(0, self.total - self.done) / rate, 1)
 
 
 class Resumable:
@@ -60,8 +64,8 @@ class Resumable:
     only the texts its phase still lacks. The calls depend only on the earlier phases' results, so a resumed run
     makes the same calls in the same order."""
 
-    def __init__(self, store: JobStore, job_id: str, on_checkpoint: Callable[[], None]):
-        self.store, self.job_id, self.on_checkpoint = store, job_id, on_checkpoint
+    def __init__(self, store: JobStore, job_id: str, progress: Progress, on_checkpoint: Callable[[], None]):
+        self.store, self.job_id, self.progress, self.on_checkpoint = store, job_id, progress, on_checkpoint
         self._phases = itertools.count()
 
     def wrap(self, translate: Translate) -> Translate:
@@ -72,6 +76,8 @@ class Resumable:
             for i, translation in sorted(done.items()):
                 if on_text is not None:
                     on_text(i, translation)
+            if phase == 0:
+                self.progress.resumed(len(done))
             pending: dict[int, str] = {}
             writes: list[asyncio.Future] = []
             last = [time.monotonic()]
@@ -228,14 +234,11 @@ class JobWorker:
 
             def on_progress(done: int, total: int) -> None:
                 progress.done, progress.total = done, total
-                if progress.done_at_start is None:  # the first report is what a resumed job had already
-                    progress.done_at_start = done
-                    progress.started = time.monotonic()
 
             def checkpointed() -> None:
                 self.store.progress(job_id, progress.done, progress.total)
 
-            resumable = Resumable(self.store, job_id, checkpointed)
+            resumable = Resumable(self.store, job_id, progress, checkpointed)
             result = await pipeline.translate(
                 self.service, upload, None, on_progress, record.client, resume=resumable.wrap
             )
