@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from .engine.sampling_params import Sampling
 from .family import HUNYUAN_MT_7B, Family
 from .glossary import Term
 from .languages import Language, is_chinese
@@ -118,18 +117,6 @@ FUSION_TEMPLATE = (
     "and generate a single refined {target} translation. Only output the refined translation, do not explain.\n\n"
     "The {source} segment:\n```{text}```\n\n"
     "The multiple {target} translations:\n{candidates}"
-)
-
-
-# Quality "best": the six decoding settings of the candidates Chimera fuses (its candidates came from Hunyuan-MT-7B
-# "under varying sampling settings"): greedy, the recommended sampling, and cooler and hotter variants of it.
-CANDIDATE_SAMPLINGS = (
-    Sampling(greedy=True),
-    Sampling(),
-    Sampling(temperature=0.5, top_p=0.5, top_k=10),
-    Sampling(temperature=0.9, top_p=0.8, top_k=40),
-    Sampling(temperature=1.0, top_p=0.9, top_k=50),
-    Sampling(temperature=1.1, top_p=0.95, top_k=100, repetition_penalty=1.1),
 )
 
 

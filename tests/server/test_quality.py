@@ -230,8 +230,9 @@ def test_fusion_prompt_holds_the_six_candidates_and_unfitting_segments_keep_the_
     from hymt.engine.sampling_params import Sampling
     from hymt.languages import resolve
     from hymt.planner.decide import decision_for
-    from hymt.prompts import CANDIDATE_SAMPLINGS, fusion_message, render
+    from hymt.prompts import fusion_message, render
     from hymt.settings import Settings
+    from hymt.translation.candidates import CANDIDATE_SAMPLINGS
     from hymt.translation.translator import start
 
     # Room for the tiny model's candidates (random tokens, about 170 prompt tokens each) beside a short line.

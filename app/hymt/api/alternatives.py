@@ -9,7 +9,7 @@ from collections import Counter
 from starlette.requests import Request
 
 from ..languages import Language
-from ..prompts import CANDIDATE_SAMPLINGS
+from ..translation.candidates import CANDIDATE_SAMPLINGS
 from ..translation.jobs import Job, Options
 from .bridge import Turn, candidates_done, queue_samplings
 from .service import Service

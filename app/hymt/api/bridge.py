@@ -19,7 +19,7 @@ from ..engine.sampling_params import Sampling
 from ..errors import Cancelled, Overloaded
 from ..languages import Language
 from ..planner.fusion import best_segment_tokens
-from ..prompts import CANDIDATE_SAMPLINGS
+from ..translation.candidates import CANDIDATE_SAMPLINGS
 from ..translation.jobs import Event, Job, Options
 from .service import Service
 

@@ -16,8 +16,8 @@ from ..errors import HymtError, NotReady
 from ..planner.decision import Decision
 from ..planner.fusion import fusion_settings
 from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
-from ..prompts import CANDIDATE_SAMPLINGS
 from ..settings import Settings
+from ..translation.candidates import CANDIDATE_SAMPLINGS
 from ..translation.translator import Translator, start
 from .ratelimit import Limits
 
