@@ -113,3 +113,15 @@ def test_a_sentence_overtakes_a_long_document_and_two_documents_advance_together
         assert 10 <= done_order[:half].count("b") <= 20, done_order
     finally:
         translator.stop()
+
+
+def test_a_request_of_many_segments_is_batch_work(translator):
+    from hymt.engine.requests import Priority
+
+    limit = translator.settings.interactive_max_segments
+    short = translator.submit([("One. Two.", EN)], DE, GREEDY)
+    long = translator.submit([("\n".join(f"Line {i}." for i in range(limit + 1)), EN)], DE, GREEDY)
+    assert short.priority is Priority.INTERACTIVE and long.num_segments > limit
+    assert long.priority is Priority.BATCH and {r.priority for r in long.requests} == {Priority.BATCH}
+    translator.cancel(long)
+    assert short.wait(60) and long.done.wait(60)
