@@ -154,7 +154,7 @@ def test_empty_text_finishes_at_once(translator):
 
 
 def test_queue_limit_refuses_at_once(translator, monkeypatch):
-    monkeypatch.setattr(translator.engine, "settings", translator.settings.replace(max_queue_segments=1))
+    monkeypatch.setattr(translator.engine.inbox, "settings", translator.settings.replace(max_queue_segments=1))
     with pytest.raises(Overloaded):
         translator.submit([("A.", EN), ("B.", EN)], resolve("de"), GREEDY)
 
