@@ -28,6 +28,7 @@ def base_env(tmp: Path, **extra) -> dict:
         "HYMT_ROOTFS": str(ROOT / "rootfs"),
         "HYMT_RUN_DIR": str(tmp / "run"),
         "HYMT_LOG_DIR": str(tmp / "logs"),
+        "HYMT_DATA_DIR": str(tmp / "data"),  # the test's own document jobs, none of another's
         "HYMT_PYTHON": sys.executable,
         "HYMT_SUPERVISORD": str(BIN / "supervisord"),
         **extra,
