@@ -318,7 +318,7 @@ def test_start_sh_without_a_docker_engine_says_what_to_do():
     result = subprocess.run([str(ROOT / "start.sh")], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        "start.sh: Docker's translator is not reachable (is the daemon running, may this "
+        "start.sh: Docker's engine is not reachable (is the daemon running, may this "
         "user use it?); or run ./start.sh --native"
     )
 
