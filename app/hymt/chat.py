@@ -52,7 +52,7 @@ SMALL_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '" + SMALL_ASSISTANT + "' }}{%- endif -%}"
 )
 # The 1.8B vocabulary: 120,818 entries, the special tokens from 120000 (bos 120000, pad 120002, stop 120020: the
-# published config values FACTS.md quotes; not in an official repository, so the loader reads them from the
+# published checkpoints' values, in no official repository (docs/models.md), so the loader reads them from the
 # checkpoint's tokenizer by name and from its config, never by number).
 SMALL_VOCAB_SIZE = 120818
 

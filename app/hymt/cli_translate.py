@@ -1,5 +1,5 @@
-"""`hymt translate`: a document by its extension (or --format), or text from the arguments or standard input, on
-a local engine or, with --server, through a running server's API. cli.py parses the arguments."""
+"""`hymt translate`: a document by its extension, or text on standard input, on a local engine or, with --server,
+through a running server's API. cli.py parses the arguments."""
 
 from __future__ import annotations
 

@@ -96,9 +96,9 @@ def _get(obj, key: str):
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
-# The shape of Hunyuan-MT-7B (FACTS.md), which Chimera, HY-MT1.5-7B and Hy-MT2-7B share; used only when the
-# checkpoint's config cannot be read yet (before a download, or `hymt profile --family`). Not the model family of
-# the same name (hymt.family.HUNYUAN_MT_7B).
+# The shape of Hunyuan-MT-7B, which Chimera, HY-MT1.5-7B and Hy-MT2-7B share (Hy-MT2-7B's in no official repository:
+# docs/models.md); used only when the checkpoint's config cannot be read yet (before a download, or `hymt profile
+# --family`). Not the model family of the same name (hymt.family.HUNYUAN_MT_7B).
 HUNYUAN_MT_7B_SHAPE = ModelShape(
     hidden_size=4096,
     intermediate_size=14336,
@@ -109,8 +109,8 @@ HUNYUAN_MT_7B_SHAPE = ModelShape(
     vocab_size=128167,
     tied_embeddings=False,
 )
-# The shape HY-MT1.5-1.8B and Hy-MT2-1.8B share (their published config.json as FACTS.md quotes it: no official
-# repository states it), for the same use.
+# The shape HY-MT1.5-1.8B and Hy-MT2-1.8B share, as their published checkpoints have it (no official repository
+# states it: docs/models.md), for the same use.
 HY_MT_1_8B_SHAPE = ModelShape(
     hidden_size=2048,
     intermediate_size=6144,
