@@ -12,8 +12,8 @@ import sys
 from .documents import FORMATS
 from .errors import BadRequest, HymtError
 from .family import FAMILIES, FAMILY_CHOICES, HUNYUAN_MT_7B
-from .planner.tiers import PROFILE_CHOICES
 from .settings import Settings
+from .tiers import PROFILE_CHOICES
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .family import check_choice
-from .planner.tiers import AUTO, PROFILE_CHOICES
+from .tiers import AUTO, PROFILE_CHOICES
 
 
 @dataclass(frozen=True)

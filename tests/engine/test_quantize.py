@@ -106,7 +106,7 @@ def test_a_gptq_checkpoint_on_a_gpu_asks_for_the_triton_kernel(quantized):
     # gptqmodel's own choice on Hopper (Machete) downloads CUTLASS while loading; the appliance may be offline.
     from hymt.checkpoint import load_config
     from hymt.engine.loader import _quantization
-    from hymt.planner.tiers import CPU_TIER, TIERS_BY_NAME
+    from hymt.tiers import CPU_TIER, TIERS_BY_NAME
 
     config = load_config(quantized)
     on_gpu = _quantization(TIERS_BY_NAME["nf4"], config)

@@ -287,8 +287,8 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog, tmp_path):
     from hymt.api import libre
     from hymt.api.app import create_app
     from hymt.planner.decision import Decision
-    from hymt.planner.tiers import CPU_TIER
     from hymt.settings import Settings
+    from hymt.tiers import CPU_TIER
 
     decision = Decision(
         profile="cpu",

@@ -39,8 +39,8 @@ def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses
     from hymt.planner.gpu import GIB
     from hymt.planner.plan import plan
     from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE
-    from hymt.planner.tiers import TIERS_BY_NAME
     from hymt.settings import Settings
+    from hymt.tiers import TIERS_BY_NAME
 
     settings = Settings(fusion_model="/models/Hunyuan-MT-Chimera-7B")
     decision = plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings)

@@ -12,8 +12,8 @@ from hymt.errors import HymtError
 from hymt.planner.gpu import GIB, simulate
 from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
 from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
-from hymt.planner.tiers import TIERS_BY_NAME
 from hymt.settings import Settings
+from hymt.tiers import TIERS_BY_NAME
 
 SETTINGS = Settings()
 

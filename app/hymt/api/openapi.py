@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import __version__
 from ..documents import FORMATS, media_types
-from ..planner.tiers import TIERS_BY_NAME
 from ..settings import Settings
 from ..store.jobs import JobState
+from ..tiers import TIERS_BY_NAME
 from .schemas import json_object, request_bodies
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..checkpoint import load_config, resolve_checkpoint
 from ..errors import ModelLoadError
 from ..family import Identified, identify
-from ..planner.tiers import Tier
+from ..tiers import Tier
 from . import weights
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import torch
 from ..errors import HymtError, ModelLoadError
 from ..planner.decision import Decision
 from ..planner.plan import in_flight, segment_kv_tokens
-from ..planner.tiers import TIERS
 from ..settings import Settings
+from ..tiers import TIERS
 from . import adapters as adapter_registry, weights
 from .engine import Engine
 from .loader import load

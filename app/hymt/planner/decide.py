@@ -14,6 +14,7 @@ from pathlib import Path
 from ..checkpoint import load_config
 from ..errors import ConfigError, HymtError
 from ..family import CHIMERA_7B, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT15_1_8B, Family, from_name, identify
+from ..settings import Settings
 from .decision import Decision, FusionPlan
 from .fusion import plan_with_fusion
 from .gpu import GpuMemory, visible_gpu
@@ -34,7 +35,7 @@ def checkpoint_shape(model: str, family: Family | None = None) -> tuple[ModelSha
     return ModelShape.from_config(load_config(path)), str(path / "config.json")
 
 
-def decision_for(settings) -> Decision:
+def decision_for(settings: Settings) -> Decision:
     """The entrypoint's decision when its file is there; else the plan for this checkpoint on this card, with where
     quality best's fusion model runs."""
     if settings.decision_file and Path(settings.decision_file).is_file():
@@ -66,7 +67,9 @@ def decision_for(settings) -> Decision:
     return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
 
 
-def _naming_the_small_models(refused: HymtError, shape: ModelShape, gpu: GpuMemory | None, settings) -> HymtError:
+def _naming_the_small_models(
+    refused: HymtError, shape: ModelShape, gpu: GpuMemory | None, settings: Settings
+) -> HymtError:
     """A larger model refused for want of memory: the refusal names the 1.8B models when their shape fits."""
     if refused.error_type != "does_not_fit" or shape.weight_bytes("bf16") <= HY_MT_1_8B_SHAPE.weight_bytes("bf16"):
         return refused
@@ -82,7 +85,7 @@ def _naming_the_small_models(refused: HymtError, shape: ModelShape, gpu: GpuMemo
     )
 
 
-def _family(settings) -> Family | None:
+def _family(settings: Settings) -> Family | None:
     """The served model's family as far as planning can tell (the loader identifies it again from the files)."""
     path = Path(settings.model).expanduser()
     if path.is_dir() or settings.model_family != "auto":

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from .tiers import TIERS_BY_NAME, Tier, runs_on
+from ..tiers import TIERS_BY_NAME, Tier, runs_on
 
 # off: no fusion model; same: the model served is Chimera, which fuses by itself; resident: the fusion model has
 # its own engine beside the translation model; refused: the card has no room for both.

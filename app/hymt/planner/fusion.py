@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import HymtError
+from ..errors import ConfigError, HymtError
+from ..settings import Settings
+from ..tiers import CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
 from .decision import Decision, FusionPlan
 from .gpu import GIB, GpuMemory
 from .plan import ALLOCATOR_SLACK, PROMPT_OVERHEAD_TOKENS, decision_at, output_tokens, plan, segment_kv_tokens
 from .shapes import ModelShape
-from .tiers import CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
 
 # Chimera's prompt holds the source and six candidates; a few such segments are fused together.
 FUSION_IN_FLIGHT = 4
 FUSION_TIERS = ("bf16", "nf4", "nf4-int8kv")
 
 
-def fusion_settings(settings):
+def fusion_settings(settings: Settings) -> Settings:
     """The fusion engine's settings: its prompt holds the source segment and six candidates (each up to the
     translation's output budget of 3x the source + 16, cut to fit), and it answers with one translation."""
+    if not settings.fusion_model:  # a decision file planned with one, read by a server started without it
+        raise ConfigError("the decision places a fusion model, but HYMT_FUSION_MODEL is not set")
     return dataclasses.replace(
         settings,
         model=settings.fusion_model,
@@ -34,7 +37,7 @@ def fusion_settings(settings):
     )
 
 
-def best_segment_tokens(settings, fusion_max_seq_tokens: int) -> int:
+def best_segment_tokens(settings: Settings, fusion_max_seq_tokens: int) -> int:
     """Quality best splits texts finer, so that a segment's fusion prompt (the source, six candidates of about
     twice its tokens, and the template) and its output fit the fusion engine's longest KV range."""
     return max(16, min(settings.max_segment_tokens, (fusion_max_seq_tokens - 2 * PROMPT_OVERHEAD_TOKENS) // 16))
@@ -52,7 +55,9 @@ def fusion_need_bytes(shape: ModelShape, tier: Tier, fusion) -> int:
     return int(need / (1 - ALLOCATOR_SLACK))
 
 
-def plan_with_fusion(shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
+def plan_with_fusion(
+    shape: ModelShape, fusion_shape: ModelShape, gpu: GpuMemory | None, settings: Settings
+) -> Decision:
     """The translation model's plan with the fusion model resident beside it: for each fusion tier (highest
     fidelity first) the translation model is planned in what the fusion model leaves; the pair that keeps the
     translation model at its highest tier wins (then the one reaching HYMT_TARGET_KV_TOKENS, then the fusion

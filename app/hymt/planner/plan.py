@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from .. import cleanup
 from ..errors import ConfigError, HymtError
+from ..settings import Settings
+from ..tiers import AUTO, CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
 from .decision import Decision
 from .gpu import CUDA_CONTEXT_BYTES, GIB, GpuMemory
 from .shapes import ModelShape
-from .tiers import AUTO, CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
 
 ALLOCATOR_SLACK = 0.08  # share of the rest kept free for fragmentation in torch's caching allocator
 CPU_KV_TOKENS = 16384
@@ -17,12 +18,12 @@ CPU_KV_TOKENS = 16384
 PROMPT_OVERHEAD_TOKENS = 64
 
 
-def output_tokens(settings) -> int:
+def output_tokens(settings: Settings) -> int:
     """The output budget of the longest segment."""
     return cleanup.max_new_tokens(settings.max_segment_tokens, settings.max_new_tokens)
 
 
-def segment_kv_tokens(settings) -> int:
+def segment_kv_tokens(settings: Settings) -> int:
     """The longest KV range one segment can need: its prompt and its whole output budget."""
     return PROMPT_OVERHEAD_TOKENS + settings.max_segment_tokens + output_tokens(settings)
 
@@ -56,7 +57,7 @@ def in_flight(kv_tokens: int, max_in_flight: int) -> int:
     return max(1, min(max_in_flight, kv_tokens // 64))
 
 
-def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
+def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decision:
     """Pick the highest-fidelity tier this GPU runs that leaves `target_kv_tokens` of KV cache; else the tier
     leaving the most; else refuse. HYMT_PROFILE names a tier to use regardless (refused if it cannot fit one
     segment). The numbers of every tier are kept in the decision."""
@@ -129,7 +130,7 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings) -> Decision:
     )
 
 
-def _need_gib(shape: ModelShape, tier: Tier, settings, seq_tokens: int) -> float:
+def _need_gib(shape: ModelShape, tier: Tier, settings: Settings, seq_tokens: int) -> float:
     need = (
         shape.weight_bytes(tier.weights)
         + shape.transient_bytes(tier.weights, in_flight(seq_tokens, settings.max_in_flight), settings.prefill_tokens)
@@ -142,7 +143,7 @@ def decision_at(
     tier: Tier,
     kv_tokens: int,
     kv_bytes: int,
-    settings,
+    settings: Settings,
     reason: str,
     gpu: GpuMemory | None,
     numbers: dict,

@@ -1,5 +1,5 @@
 """The memory profiles ("tiers"): what each stores in which format, the order the planner walks them in, and their
-names, defined here once for HYMT_PROFILE, the command line and the API."""
+names, defined here once for HYMT_PROFILE, the command line, the API, the planner and the engine."""
 
 from __future__ import annotations
 
