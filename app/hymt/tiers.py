@@ -4,13 +4,18 @@ names, defined here once for HYMT_PROFILE, the command line, the API, the planne
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# How a tier keeps the KV cache, spelled so everywhere (planner, engine, /health, /metrics): in the model's own bf16
+# or fp32, or as int8 with a 16-bit scale per token and head.
+KvCache = Literal["bf16", "int8", "fp32"]
 
 
 @dataclass(frozen=True)
 class Tier:
     name: str
     weights: str  # "bf16", "int4", "int8", "nf4", "fp32"
-    kv_cache: str  # "bf16", "int8", "fp32"
+    kv_cache: KvCache
     device: str  # "cuda" or "cpu"
     auto: bool = True  # whether the planner may pick it by itself
     min_capability: tuple[int, int] = (0, 0)  # the GPU generation its kernels need

@@ -47,11 +47,11 @@ def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
         k_weight,
         1e-5,
     )
-    for kind in ("int8", str(dtype)):
-        arena = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
+    for quantized in (True, False):
+        arena = KVArena(1, 16, KV_HEADS, D, quantized, dtype, torch.device(device))
         got_q = kernels.rope_norm_store(q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5, *arena.storage(0))
         assert torch.allclose(got_q.float(), want_q.float(), **_tolerance(dtype))
-        reference = KVArena(1, 16, KV_HEADS, D, kind, dtype, torch.device(device))
+        reference = KVArena(1, 16, KV_HEADS, D, quantized, dtype, torch.device(device))
         reference.write(0, rows, want_k, v.reshape(tokens, KV_HEADS, D))
         for got, want in zip(arena.storage(0), reference.storage(0)):
             if got is None:
@@ -221,21 +221,21 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
         return torch.stack(out)
 
     arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=device)
-    for kind in ("int8", str(dtype)):
-        reference = KVArena(1, 480, KV_HEADS, D, kind, dtype, torch.device(device))
+    for quantized in (True, False):
+        reference = KVArena(1, 480, KV_HEADS, D, quantized, dtype, torch.device(device))
         for tensor in reference.storage(0):
             if tensor is not None:
                 tensor.copy_(
                     torch.randint(-50, 50, tensor.shape)
                     if tensor.dtype == torch.int8
                     else torch.rand(tensor.shape) / 50
-                    if kind == "int8"
+                    if quantized
                     else torch.randn(tensor.shape)
                 )
         stored = [t.clone() if t is not None else None for t in reference.storage(0)]
         reference.write(0, rows, want_k, v.reshape(n, KV_HEADS, D))
         keys, values, key_scales, value_scales = reference.storage(0)
-        if kind == "int8":
+        if quantized:
             want = attention(keys.to(dtype) * key_scales, values.to(dtype) * value_scales)
         else:
             want = attention(keys, values)
@@ -258,7 +258,7 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
                 arrived,
                 splits,
             )
-            assert torch.allclose(got.float(), want, **_tolerance(dtype)), (kind, splits)
+            assert torch.allclose(got.float(), want, **_tolerance(dtype)), (quantized, splits)
             assert not arrived.any()
             for got_t, want_t in zip(arena, reference.storage(0)):
                 if got_t is None:
@@ -283,13 +283,19 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
     assert fuse(model) == (dtype != torch.float32)
     config = model.config
-    for kind in (str(dtype), "int8"):
+    for quantized in (False, True):
         torch.manual_seed(2)
         arena = KVArena(
-            config.num_hidden_layers, 64, config.num_key_value_heads, config.head_dim, kind, dtype, torch.device(device)
+            config.num_hidden_layers,
+            64,
+            config.num_key_value_heads,
+            config.head_dim,
+            quantized,
+            dtype,
+            torch.device(device),
         )
         for tensor in arena.keys + arena.values:
-            tensor.copy_(torch.randint(-50, 50, tensor.shape) if kind == "int8" else torch.randn(tensor.shape))
+            tensor.copy_(torch.randint(-50, 50, tensor.shape) if quantized else torch.randn(tensor.shape))
         decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
         state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
         saved = [t.clone() for t in state]

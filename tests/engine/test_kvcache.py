@@ -8,7 +8,7 @@ from hymt.engine.kvcache import KVArena
 
 
 def test_int8_arena_stores_per_token_scales_and_reads_back_close():
-    arena = KVArena(1, 8, 2, 16, "int8", torch.float32, torch.device("cpu"))
+    arena = KVArena(1, 8, 2, 16, True, torch.float32, torch.device("cpu"))
     states = torch.randn(3, 2, 16)
     arena.write(0, torch.tensor([5, 1, 2]), states, -states)
     keys, values = arena.read(0, torch.tensor([1, 2, 5]))

@@ -12,7 +12,7 @@ def test_padded_decoding_attention_equals_per_segment_attention(translator):
     from hymt.engine.model import Batch
 
     decoder = translator.engine.runner.decoder
-    arena = KVArena(1, 64, decoder.num_kv_heads, decoder.head_dim, "fp32", torch.float32, torch.device("cpu"))
+    arena = KVArena(1, 64, decoder.num_kv_heads, decoder.head_dim, False, torch.float32, torch.device("cpu"))
     arena.keys[0].normal_()
     arena.values[0].normal_()
     decoder_arena, decoder.arena = decoder.arena, arena

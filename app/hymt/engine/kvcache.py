@@ -24,18 +24,18 @@ class KVArena:
         num_tokens: int,
         num_kv_heads: int,
         head_dim: int,
-        kind: str,
+        quantized: bool,
         dtype: torch.dtype,
         device: torch.device,
     ):
-        self.kind = kind  # "int8" or the model's dtype
+        self.quantized = quantized  # int8 values with their scales (the int8 KV tiers); else the model's dtype
         self.num_tokens = num_tokens
         self.dtype = dtype
-        store = torch.int8 if kind == "int8" else dtype
+        store = torch.int8 if quantized else dtype
         shape = (num_tokens, num_kv_heads, head_dim)
         self.keys = [torch.zeros(shape, dtype=store, device=device) for _ in range(num_layers)]
         self.values = [torch.zeros(shape, dtype=store, device=device) for _ in range(num_layers)]
-        if kind == "int8":
+        if quantized:
             scale_shape = (num_tokens, num_kv_heads, 1)
             self.key_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
             self.value_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
@@ -51,10 +51,6 @@ class KVArena:
 
     def uncompile(self) -> None:
         self._quantize, self._dequantize = quantize, dequantize
-
-    @property
-    def quantized(self) -> bool:
-        return self.kind == "int8"
 
     def write(self, layer: int, index: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Store [n, kv_heads, head_dim] states at token rows `index` [n]."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..tiers import KvCache
 from .adapters import adapted
 from .kvcache import KVArena
 from .loader import Loaded
@@ -49,7 +50,7 @@ class RunnerPlan:
     max_in_flight: int  # decoding rows
     prefill_tokens: int  # prompt tokens per prefill step
     max_seq_tokens: int  # the longest range one segment may hold (prompt + output budget)
-    kv_cache: str  # "int8" or the model's dtype name
+    kv_cache: KvCache  # the tier's
     cuda_graphs: bool
     compiled: bool
 
@@ -94,7 +95,7 @@ class ModelRunner:
             plan.kv_tokens,
             config.num_key_value_heads,
             head_dim,
-            plan.kv_cache,
+            plan.kv_cache == "int8",
             dtype,
             self.device,
         )

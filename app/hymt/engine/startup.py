@@ -125,7 +125,7 @@ def _runner_plan(settings: Settings, decision: Decision, tier, kv_tokens: int, a
         max_in_flight=in_flight(kv_tokens, decision.max_in_flight),
         prefill_tokens=decision.prefill_tokens,
         max_seq_tokens=segment_kv_tokens(settings),
-        kv_cache="int8" if tier.kv_cache == "int8" else "16-bit",
+        kv_cache=tier.kv_cache,
         cuda_graphs=graphs,
         compiled=on_gpu and settings.compile,
     )

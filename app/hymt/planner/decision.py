@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from ..tiers import TIERS_BY_NAME, Tier, runs_on
+from ..tiers import TIERS_BY_NAME, KvCache, Tier, runs_on
 
 # off: no fusion model; same: the model served is Chimera, which fuses by itself; resident: the fusion model has
 # its own engine beside the translation model; refused: the card has no room for both.
@@ -33,7 +33,7 @@ class FusionPlan:
 class Decision:
     profile: str
     weights: str
-    kv_cache: str
+    kv_cache: KvCache
     device: str
     kv_cache_tokens: int  # the KV arena, in tokens
     kv_cache_bytes: int

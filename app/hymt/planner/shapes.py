@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tiers import KvCache
+
 # CUDA graph pool for decoding, cuBLAS workspaces, compiled kernels, rotary tables: measured well under this.
 FIXED_OVERHEAD_BYTES = 384 * 1024**2
 
@@ -72,7 +74,7 @@ class ModelShape:
         tied_head = self.vocab_size * self.hidden_size if weights == "int4" and self.tied_embeddings else 0
         return int(self.linear_params * per_linear + self.other_params * per_other) + tied_head
 
-    def kv_bytes_per_token(self, kv_cache: str) -> int:
+    def kv_bytes_per_token(self, kv_cache: KvCache) -> int:
         slots = 2 * self.num_layers * self.num_kv_heads
         if kv_cache == "int8":
             # int8 values plus one 16-bit scale per token and head, and one 16-bit layer to dequantize into
