@@ -43,7 +43,7 @@ AUTO = "auto"  # HYMT_PROFILE's default: the planner picks the tier
 PROFILE_CHOICES = (AUTO, *sorted(t.name for t in TIERS), CPU_TIER.name)
 
 
-def runs_on(tier: Tier, capability) -> bool:
+def runs_on(tier: Tier, capability: tuple[int, int] | None) -> bool:
     """Whether a GPU of this compute capability runs the tier's kernels; an unknown generation (None) is given the
     benefit of the doubt."""
-    return capability is None or tuple(capability) >= tier.min_capability
+    return capability is None or capability >= tier.min_capability

@@ -93,4 +93,4 @@ def test_the_full_size_1_8b_config_gets_its_planned_profiles(tmp_path, card_gb, 
     assert ModelShape.from_config(config) == HY_MT_1_8B_SHAPE
     config.save_pretrained(tmp_path)  # the planner reads the config alone
     decision = decision_for(Settings(model=str(tmp_path), gpu_memory_gb=card_gb))
-    assert decision.profile == profile and decision.numbers["shape_source"] == str(tmp_path / "config.json")
+    assert decision.profile == profile and decision.numbers.shape_source == str(tmp_path / "config.json")

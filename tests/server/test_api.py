@@ -286,23 +286,12 @@ def test_unexpected_error_is_a_500_with_an_id(monkeypatch, caplog, tmp_path):
 
     from hymt.api import libre
     from hymt.api.app import create_app
-    from hymt.planner.decision import Decision
+    from hymt.planner.plan import plan
+    from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE
     from hymt.settings import Settings
     from hymt.tiers import CPU_TIER
 
-    decision = Decision(
-        profile="cpu",
-        weights="fp32",
-        kv_cache="fp32",
-        device="cpu",
-        kv_cache_tokens=4096,
-        kv_cache_bytes=0,
-        max_in_flight=8,
-        prefill_tokens=512,
-        max_seq_tokens=1104,
-        reason="test",
-        gpu=None,
-    )
+    decision = plan(HUNYUAN_MT_7B_SHAPE, None, Settings())
     assert CPU_TIER.name == decision.profile
 
     def broken_factory(settings, decision, on_phase):

@@ -40,7 +40,7 @@ def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses
     from hymt.planner.plan import plan
     from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE
     from hymt.settings import Settings
-    from hymt.tiers import TIERS_BY_NAME
+    from hymt.tiers import TIERS, TIERS_BY_NAME
 
     settings = Settings(fusion_model="/models/Hunyuan-MT-Chimera-7B")
     decision = plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings)
@@ -52,9 +52,15 @@ def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses
     own = decision.fusion.decision
     assert decision.fusion.placement == "resident" and own.profile == fusion
     assert own.max_in_flight == 4 and own.max_seq_tokens > decision.max_seq_tokens
-    tier = decision.numbers["tiers"][translation]
+    tier = decision.numbers.tiers[translation]
     need = fusion_need_bytes(HUNYUAN_MT_7B_SHAPE, TIERS_BY_NAME[fusion], fusion_settings(settings))
-    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes + need <= card_gb * GIB
+    assert tier.weight_bytes + tier.transient_bytes + decision.kv_cache_bytes + need <= card_gb * GIB
+    # Out of memory at start-up, the fusion model steps down inside what is set aside for it, with real numbers.
+    for lower in (t for t in TIERS[TIERS.index(own.tier) + 1 :] if t.auto):
+        stepped = own.with_tier(lower, "stepped down")
+        per_token = HUNYUAN_MT_7B_SHAPE.kv_bytes_per_token(lower.kv_cache)
+        assert stepped.kv_cache_tokens >= own.kv_cache_tokens and stepped.max_in_flight == 4
+        assert stepped.kv_cache_bytes == stepped.kv_cache_tokens * per_token > 0
 
 
 def test_planning_knows_chimera_serves_itself_and_a_missing_fusion_model(family_model):

@@ -9,6 +9,8 @@ import sys
 import pytest
 
 from hymt.errors import HymtError
+from hymt.planner.decision import Decision
+from hymt.planner.fusion import plan_with_fusion
 from hymt.planner.gpu import GIB, simulate
 from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
 from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
@@ -37,11 +39,22 @@ def card(gb: float, capability=(9, 0)):
 def test_cards(card_gb, profile):
     decision = plan(HUNYUAN_MT_7B_SHAPE, card(card_gb), SETTINGS)
     assert decision.profile == profile
-    tier = decision.numbers["tiers"][profile]
-    assert decision.kv_cache_tokens == tier["kv_cache_tokens"] > decision.max_seq_tokens
-    assert decision.kv_cache_bytes == decision.kv_cache_tokens * tier["kv_bytes_per_token"]
-    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes <= card_gb * GIB
+    tier = decision.numbers.tiers[profile]
+    assert decision.kv_cache_tokens == tier.kv_cache_tokens > decision.max_seq_tokens
+    assert decision.kv_cache_bytes == decision.kv_cache_tokens * tier.kv_bytes_per_token
+    assert tier.weight_bytes + tier.transient_bytes + decision.kv_cache_bytes <= card_gb * GIB
     assert 1 <= decision.max_in_flight <= SETTINGS.max_in_flight
+
+
+def test_a_decision_read_back_from_its_json_file_is_the_same():
+    """The entrypoint writes the decision as JSON and the server reads it back: every tier's budget typed again."""
+    chimera = SETTINGS.replace(fusion_model="/models/Hunyuan-MT-Chimera-7B")
+    for decision in (
+        plan(HUNYUAN_MT_7B_SHAPE, card(24), SETTINGS),
+        plan(HUNYUAN_MT_7B_SHAPE, None, SETTINGS),
+        plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, card(48), chimera),
+    ):
+        assert Decision.from_json(json.loads(json.dumps(decision.to_json()))) == decision
 
 
 def test_int8_kv_when_bf16_weights_fit_but_not_the_kv_target():
@@ -99,8 +112,8 @@ def test_the_small_shape_ties_its_embeddings_and_has_four_kv_heads():
 def test_small_cards_plan_the_small_models(card_gb, profile):
     decision = plan(HY_MT_1_8B_SHAPE, card(card_gb), SETTINGS)
     assert decision.profile == profile and decision.kv_cache_tokens >= SETTINGS.target_kv_tokens
-    tier = decision.numbers["tiers"][profile]
-    assert tier["weight_bytes"] + tier["transient_bytes"] + decision.kv_cache_bytes <= card_gb * GIB
+    tier = decision.numbers.tiers[profile]
+    assert tier.weight_bytes + tier.transient_bytes + decision.kv_cache_bytes <= card_gb * GIB
 
 
 def test_shape_from_a_config_object():

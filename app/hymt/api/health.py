@@ -48,7 +48,7 @@ async def health(request: Request) -> JSONResponse:
         "phase": service.phase,
         "gpu_memory_used_gb": now.gpu_memory_used_gb,
         "gpu_memory_total_gb": now.gpu_memory_total_gb,
-        "gpu": decision.gpu["name"] if decision.gpu else None,
+        "gpu": decision.gpu.name if decision.gpu else None,
         "profile": decision.profile,
         "weights": decision.weights,
         "kv_cache": decision.kv_cache,

@@ -171,4 +171,4 @@ class Service:
                 used = torch.cuda.memory_reserved() if torch.cuda.is_available() else 0
             except ImportError:
                 used = 0
-        return round(used / GIB, 3), round(gpu["total_bytes"] / GIB, 3)
+        return round(used / GIB, 3), round(gpu.total_bytes / GIB, 3)

@@ -43,7 +43,7 @@ def decision_for(settings: Settings) -> Decision:
             decision = Decision.from_json(json.loads(Path(settings.decision_file).read_text()))
             log.info("using the decision in %s: %s", settings.decision_file, decision.profile)
             return decision
-        except (ValueError, TypeError, AttributeError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
             raise ConfigError(f"cannot read decision file {settings.decision_file}: {exc}") from None
     # A checkpoint on disk is read (and refused, for an architecture hymt does not serve) before it is identified.
     named = None if Path(settings.model).expanduser().is_dir() else _family(settings)
@@ -64,7 +64,7 @@ def decision_for(settings: Settings) -> Decision:
             )
     except HymtError as exc:
         raise _naming_the_small_models(exc, shape, gpu, settings) from None
-    return dataclasses.replace(decision, numbers={**decision.numbers, "shape_source": source})
+    return dataclasses.replace(decision, numbers=dataclasses.replace(decision.numbers, shape_source=source))
 
 
 def _naming_the_small_models(

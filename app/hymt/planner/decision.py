@@ -1,14 +1,15 @@
 """The decision the engine runs with: a tier, its KV arena in tokens and bytes, the segments decoded together, the
-reason, the numbers behind it, and where quality best's fusion model runs. Both are frozen; they travel as JSON in
-the entrypoint's decision file."""
+reason, the numbers behind it (each tier's budget, which start-up steps down through), and where quality best's
+fusion model runs. All frozen; they travel as JSON in the entrypoint's decision file."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 from ..tiers import TIERS_BY_NAME, KvCache, Tier, runs_on
+from .gpu import GpuMemory
 
 # off: no fusion model; same: the model served is Chimera, which fuses by itself; resident: the fusion model has
 # its own engine beside the translation model; refused: the card has no room for both.
@@ -25,8 +26,36 @@ class FusionPlan:
 
     @classmethod
     def from_json(cls, data: dict) -> FusionPlan:
-        own = data.get("decision")
+        own = data["decision"]
         return cls(**{**data, "decision": Decision.from_json(own) if own else None})
+
+
+@dataclass(frozen=True)
+class TierBudget:
+    """What one tier leaves in the memory planned: the bytes behind it, and the KV arena and decoding rows left."""
+
+    usable_bytes: int  # the memory planned, less what the CUDA context and the allocator's slack take
+    weight_bytes: int
+    transient_bytes: int
+    kv_bytes_per_token: int
+    kv_cache_tokens: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """The numbers behind a decision: each GPU tier's budget (none on the CPU, whose one tier is not stepped down
+    from) and the planner's figures."""
+
+    tiers: dict[str, TierBudget]
+    target_kv_tokens: int
+    cuda_context_bytes: int
+    allocator_slack: float
+    shape_source: str | None = None  # where the checkpoint's shape came from, once decide.py planned it
+
+    @classmethod
+    def from_json(cls, data: dict) -> Numbers:
+        return cls(**{**data, "tiers": {name: TierBudget(**budget) for name, budget in data["tiers"].items()}})
 
 
 @dataclass(frozen=True)
@@ -41,13 +70,20 @@ class Decision:
     prefill_tokens: int
     max_seq_tokens: int  # the longest KV range one segment holds
     reason: str
-    gpu: dict | None
-    numbers: dict = field(default_factory=dict)
+    gpu: GpuMemory | None  # None on the CPU
+    numbers: Numbers
     fusion: FusionPlan = FusionPlan()
 
     @classmethod
     def from_json(cls, data: dict) -> Decision:
-        return cls(**{**data, "fusion": FusionPlan.from_json(data.get("fusion") or {})})
+        return cls(
+            **{
+                **data,
+                "gpu": GpuMemory.from_json(data["gpu"]) if data["gpu"] else None,
+                "numbers": Numbers.from_json(data["numbers"]),
+                "fusion": FusionPlan.from_json(data["fusion"]),
+            }
+        )
 
     @property
     def tier(self) -> Tier:
@@ -58,7 +94,7 @@ class Decision:
 
     def allows(self, tier: Tier) -> bool:
         """Whether this GPU runs the tier's kernels."""
-        return runs_on(tier, (self.gpu or {}).get("compute_capability"))
+        return runs_on(tier, self.gpu.compute_capability if self.gpu else None)
 
     def with_kv_tokens(self, kv_tokens: int, max_in_flight: int, reason: str) -> Decision:
         per_token = self.kv_cache_bytes // max(1, self.kv_cache_tokens)
@@ -72,16 +108,15 @@ class Decision:
 
     def with_tier(self, tier: Tier, reason: str) -> Decision:
         """The next tier down, with the KV arena the planner gave it."""
-        info = self.numbers.get("tiers", {}).get(tier.name, {})
-        kv_tokens = info.get("kv_cache_tokens", self.kv_cache_tokens)
+        budget = self.numbers.tiers[tier.name]
         return dataclasses.replace(
             self,
             profile=tier.name,
             weights=tier.weights,
             kv_cache=tier.kv_cache,
-            kv_cache_tokens=kv_tokens,
-            kv_cache_bytes=kv_tokens * info.get("kv_bytes_per_token", 0),
-            max_in_flight=info.get("max_in_flight", self.max_in_flight),
+            kv_cache_tokens=budget.kv_cache_tokens,
+            kv_cache_bytes=budget.kv_cache_tokens * budget.kv_bytes_per_token,
+            max_in_flight=budget.max_in_flight,
             reason=reason,
         )
 

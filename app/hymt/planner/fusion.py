@@ -8,9 +8,18 @@ import dataclasses
 from ..errors import ConfigError, HymtError
 from ..settings import Settings
 from ..tiers import CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
-from .decision import Decision, FusionPlan
+from .decision import Decision, FusionPlan, Numbers
 from .gpu import GIB, GpuMemory
-from .plan import ALLOCATOR_SLACK, PROMPT_OVERHEAD_TOKENS, decision_at, output_tokens, plan, segment_kv_tokens
+from .plan import (
+    ALLOCATOR_SLACK,
+    PROMPT_OVERHEAD_TOKENS,
+    cpu_numbers,
+    decision_at,
+    kv_budget,
+    output_tokens,
+    plan,
+    segment_kv_tokens,
+)
 from .shapes import ModelShape
 
 # Chimera's prompt holds the source and six candidates; a few such segments are fused together.
@@ -43,16 +52,31 @@ def best_segment_tokens(settings: Settings, fusion_max_seq_tokens: int) -> int:
     return max(16, min(settings.max_segment_tokens, (fusion_max_seq_tokens - 2 * PROMPT_OVERHEAD_TOKENS) // 16))
 
 
-def fusion_need_bytes(shape: ModelShape, tier: Tier, fusion) -> int:
-    """GPU memory for the fusion model at a tier: weights, scratch and a KV arena for FUSION_IN_FLIGHT segments,
-    with the allocator's slack."""
-    kv_tokens = FUSION_IN_FLIGHT * segment_kv_tokens(fusion)
-    need = (
+def fusion_need_bytes(shape: ModelShape, tier: Tier, fusion: Settings) -> int:
+    """GPU memory set aside for the fusion model at a tier: its weights, scratch and KV arena, with the allocator's
+    slack."""
+    return int(_fusion_bytes(shape, tier, fusion) / (1 - ALLOCATOR_SLACK))
+
+
+def _fusion_bytes(shape: ModelShape, tier: Tier, fusion: Settings) -> int:
+    """The fusion model's weights, scratch and a KV arena for FUSION_IN_FLIGHT segments at a tier."""
+    return (
         shape.weight_bytes(tier.weights)
         + shape.transient_bytes(tier.weights, FUSION_IN_FLIGHT, fusion.prefill_tokens)
-        + kv_tokens * shape.kv_bytes_per_token(tier.kv_cache)
+        + _kv_tokens(fusion) * shape.kv_bytes_per_token(tier.kv_cache)
     )
-    return int(need / (1 - ALLOCATOR_SLACK))
+
+
+def _kv_tokens(fusion: Settings) -> int:
+    return FUSION_IN_FLIGHT * segment_kv_tokens(fusion)
+
+
+def _numbers(shape: ModelShape, tier: Tier, fusion: Settings) -> Numbers:
+    """The fusion model's numbers in what is set aside for it at `tier` (less the allocator's slack; the CUDA
+    context is the translation model's): each tier's budget there, which its start-up steps down through."""
+    usable = _fusion_bytes(shape, tier, fusion)
+    budgets = {t.name: kv_budget(shape, t, usable, FUSION_IN_FLIGHT, fusion.prefill_tokens) for t in TIERS}
+    return Numbers(budgets, _kv_tokens(fusion), 0, ALLOCATOR_SLACK)
 
 
 def plan_with_fusion(
@@ -63,7 +87,7 @@ def plan_with_fusion(
     translation model at its highest tier wins (then the one reaching HYMT_TARGET_KV_TOKENS, then the fusion
     model's fidelity). Where no pair fits, the translation model is planned alone and the mode is refused."""
     fusion = fusion_settings(settings)
-    kv_tokens = FUSION_IN_FLIGHT * segment_kv_tokens(fusion)
+    kv_tokens = _kv_tokens(fusion)
     if gpu is None or settings.profile == CPU_TIER.name:
         decision = plan(shape, gpu, settings)
         own = decision_at(
@@ -73,7 +97,7 @@ def plan_with_fusion(
             fusion,
             "beside the translation model in the computer's memory",
             None,
-            {},
+            cpu_numbers(fusion),
         )
         return decision.with_fusion(FusionPlan("resident", own, own.reason))
     options = []
@@ -117,7 +141,7 @@ def plan_with_fusion(
         fusion,
         reason,
         gpu,
-        {},
+        _numbers(fusion_shape, tier, fusion),
         fusion_shape.quantized_format,
     )
     beside = f"; with the fusion model resident ({need / GIB:.1f} GiB set aside)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 log = logging.getLogger("hymt.hardware")
 
@@ -22,8 +22,10 @@ class GpuMemory:
     source: str  # "nvml", "nvidia-smi" or "simulated"
     compute_capability: tuple[int, int] | None = None  # (8, 6) for an RTX 3090; None when unknown
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    @classmethod
+    def from_json(cls, data: dict) -> GpuMemory:
+        capability = data["compute_capability"]  # a list in JSON
+        return cls(**{**data, "compute_capability": tuple(capability) if capability else None})
 
 
 def read_gpu(index: int = 0) -> GpuMemory | None:

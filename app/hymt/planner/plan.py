@@ -8,7 +8,7 @@ from .. import cleanup
 from ..errors import ConfigError, HymtError
 from ..settings import Settings
 from ..tiers import AUTO, CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
-from .decision import Decision
+from .decision import Decision, Numbers, TierBudget
 from .gpu import CUDA_CONTEXT_BYTES, GIB, GpuMemory
 from .shapes import ModelShape
 
@@ -28,28 +28,19 @@ def segment_kv_tokens(settings: Settings) -> int:
     return PROMPT_OVERHEAD_TOKENS + settings.max_segment_tokens + output_tokens(settings)
 
 
-def kv_budget(
-    shape: ModelShape,
-    tier: Tier,
-    gpu: GpuMemory,
-    max_in_flight: int,
-    prefill_tokens: int,
-) -> dict:
-    """How many KV tokens fit beside this tier's weights and scratch on this card, and the numbers behind it."""
-    usable = (gpu.free_bytes - CUDA_CONTEXT_BYTES) * (1 - ALLOCATOR_SLACK)
+def kv_budget(shape: ModelShape, tier: Tier, usable: int, max_in_flight: int, prefill_tokens: int) -> TierBudget:
+    """How many KV tokens fit beside this tier's weights and scratch in `usable` bytes, and the numbers behind it."""
     weights = shape.weight_bytes(tier.weights)
     per_token = shape.kv_bytes_per_token(tier.kv_cache)
     transient = shape.transient_bytes(tier.weights, max_in_flight, prefill_tokens)
     left = usable - weights - transient
-    tokens = int(left // per_token) if left > 0 else 0
-    return {
-        "usable_bytes": int(usable),
-        "weight_bytes": weights,
-        "transient_bytes": transient,
-        "kv_bytes_per_token": per_token,
-        "kv_cache_tokens": tokens,
-        "max_in_flight": in_flight(tokens, max_in_flight),
-    }
+    tokens = left // per_token if left > 0 else 0
+    return TierBudget(usable, weights, transient, per_token, tokens, in_flight(tokens, max_in_flight))
+
+
+def cpu_numbers(settings: Settings) -> Numbers:
+    """The CPU's: one tier, nothing to step down to, no CUDA context and no allocator's slack to keep."""
+    return Numbers({}, settings.target_kv_tokens, 0, 0.0)
 
 
 def in_flight(kv_tokens: int, max_in_flight: int) -> int:
@@ -66,23 +57,21 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
     if gpu is None or forced == CPU_TIER.name:
         why = "forced by HYMT_PROFILE" if forced == CPU_TIER.name else "no NVIDIA GPU found: running on the CPU (slow)"
         tokens = max(settings.kv_cache_tokens or CPU_KV_TOKENS, seq_tokens + 1)
-        return decision_at(CPU_TIER, tokens, tokens * shape.kv_bytes_per_token("fp32"), settings, why, None, {})
+        return decision_at(
+            CPU_TIER, tokens, tokens * shape.kv_bytes_per_token("fp32"), settings, why, None, cpu_numbers(settings)
+        )
 
-    per_tier = {t.name: kv_budget(shape, t, gpu, settings.max_in_flight, settings.prefill_tokens) for t in TIERS}
-    numbers = {
-        "tiers": per_tier,
-        "target_kv_tokens": settings.target_kv_tokens,
-        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-        "allocator_slack": ALLOCATOR_SLACK,
-    }
+    usable = int((gpu.free_bytes - CUDA_CONTEXT_BYTES) * (1 - ALLOCATOR_SLACK))
+    per_tier = {t.name: kv_budget(shape, t, usable, settings.max_in_flight, settings.prefill_tokens) for t in TIERS}
+    numbers = Numbers(per_tier, settings.target_kv_tokens, CUDA_CONTEXT_BYTES, ALLOCATOR_SLACK)
     gib = gpu.free_bytes / GIB
     capability = f" (compute capability {'.'.join(map(str, gpu.compute_capability))})" if gpu.compute_capability else ""
 
     def settle_on(tier: Tier, why: str) -> Decision:
-        info = per_tier[tier.name]
-        tokens = settings.kv_cache_tokens or info["kv_cache_tokens"]
+        budget = per_tier[tier.name]
+        tokens = settings.kv_cache_tokens or budget.kv_cache_tokens
         return decision_at(
-            tier, tokens, tokens * info["kv_bytes_per_token"], settings, why, gpu, numbers, shape.quantized_format
+            tier, tokens, tokens * budget.kv_bytes_per_token, settings, why, gpu, numbers, shape.quantized_format
         )
 
     if forced != AUTO:
@@ -95,7 +84,7 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
                 f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
                 error_type="does_not_fit",
             )
-        if per_tier[tier.name]["kv_cache_tokens"] <= seq_tokens:
+        if per_tier[tier.name].kv_cache_tokens <= seq_tokens:
             raise HymtError(
                 f"profile {forced} does not fit in {gib:.1f} GiB: it needs "
                 f"{_need_gib(shape, tier, settings, seq_tokens):.1f} GiB",
@@ -109,13 +98,13 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
     candidates = [t for t in candidates if runs_on(t, gpu.compute_capability)]
     note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
     for tier in candidates:
-        if per_tier[tier.name]["kv_cache_tokens"] >= settings.target_kv_tokens:
+        if per_tier[tier.name].kv_cache_tokens >= settings.target_kv_tokens:
             return settle_on(
                 tier,
                 f"highest-fidelity tier leaving room for {settings.target_kv_tokens} KV tokens in {gib:.1f} GiB{note}",
             )
-    best = max(candidates, key=lambda t: per_tier[t.name]["kv_cache_tokens"])
-    fits = per_tier[best.name]["kv_cache_tokens"]
+    best = max(candidates, key=lambda t: per_tier[t.name].kv_cache_tokens)
+    fits = per_tier[best.name].kv_cache_tokens
     if fits > seq_tokens:
         return settle_on(
             best,
@@ -146,7 +135,7 @@ def decision_at(
     settings: Settings,
     reason: str,
     gpu: GpuMemory | None,
-    numbers: dict,
+    numbers: Numbers,
     weights: str | None = None,
 ) -> Decision:
     """The decision for a tier the planner settled on, with a KV arena of `kv_tokens` (`kv_bytes`)."""
@@ -161,6 +150,6 @@ def decision_at(
         prefill_tokens=settings.prefill_tokens,
         max_seq_tokens=segment_kv_tokens(settings),
         reason=reason,
-        gpu=gpu.to_json() if gpu else None,
+        gpu=gpu,
         numbers=numbers,
     )
