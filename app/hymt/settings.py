@@ -13,6 +13,9 @@ from .errors import ConfigError
 from .family import check_choice
 from .tiers import AUTO, PROFILE_CHOICES
 
+# The levels both Python's logging and uvicorn take (uvicorn's "trace" is not Python's).
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -118,6 +121,8 @@ class Settings:
     def validate(self) -> None:
         if self.profile not in PROFILE_CHOICES:
             raise ConfigError(f"HYMT_PROFILE must be one of {', '.join(PROFILE_CHOICES)}, not {self.profile!r}")
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise ConfigError(f"HYMT_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         positive = (
             "port",
             "health_port",

@@ -105,6 +105,13 @@ def test_bad_arguments_exit_2_with_one_line(test_model, args, needle):
     assert needle in result.stderr
 
 
+def test_a_bad_log_level_is_one_line_with_the_other_settings():
+    """HYMT_LOG_LEVEL is checked as the settings are read: one line and exit 2, not a traceback from logging."""
+    result = run("serve", "--model", "/no/such/model", env={"HYMT_LOG_LEVEL": "bogus"})
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "HYMT_LOG_LEVEL must be one of debug, info, warning, error, critical, not 'bogus'" in result.stderr
+
+
 @pytest.mark.parametrize(
     "model,needle", [("/no/such/model", "does not exist"), ("some-org/not-downloadable-here", "cannot fetch")]
 )
