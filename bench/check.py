@@ -20,7 +20,6 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
     from hymt.engine.sampling_params import Sampling
     from hymt.languages import resolve
     from hymt.planner.decide import decision_for
-    from hymt.planner.gpu import apply_memory_cap
     from hymt.settings import Settings
     from hymt.translation.translator import start
 
@@ -32,7 +31,6 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
         compile_cache_dir="/tmp/hymt-compile",
     )
     decision = decision_for(settings)
-    apply_memory_cap(card)
     phases = []
     began = time.perf_counter()
     translator = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))

@@ -22,7 +22,6 @@ from hymt.engine.scheduler import Chunk
 from hymt.engine.sequence import Sequence
 from hymt.engine.startup import start
 from hymt.planner.decide import decision_for
-from hymt.planner.gpu import apply_memory_cap
 from hymt.settings import Settings
 
 RIDERS = (0, 16, 64, 112)
@@ -57,7 +56,6 @@ def main() -> int:
     settings = Settings(
         model=str(args.model_dir), gpu_memory_gb=card, profile=args.profile, compile_cache_dir="/tmp/hymt-compile"
     )
-    apply_memory_cap(card)
     engine = start(settings, decision_for(settings))
     engine.stop()  # the runner is driven from here on, with no engine thread beside it
     runner = engine.runner

@@ -25,7 +25,6 @@ from hymt.engine import kernels  # noqa: E402
 from hymt.engine.sampling_params import Sampling  # noqa: E402
 from hymt.languages import resolve  # noqa: E402
 from hymt.planner.decide import decision_for  # noqa: E402
-from hymt.planner.gpu import apply_memory_cap  # noqa: E402
 from hymt.settings import Settings  # noqa: E402
 from hymt.translation.translator import start  # noqa: E402
 
@@ -83,7 +82,6 @@ def main() -> int:
         compile_cache_dir="/tmp/hymt-compile",
     )
     decision = decision_for(settings)
-    apply_memory_cap(args.card)
     translator = start(settings, decision)
     engine = translator.engine
     record = {

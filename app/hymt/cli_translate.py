@@ -101,11 +101,9 @@ def _translate_text(args, settings: Settings, source, target) -> int:
 
 def _start_translator(settings: Settings):
     from .planner.decide import decision_for
-    from .planner.gpu import apply_memory_cap
     from .translation.translator import start
 
     decision = decision_for(settings)
-    apply_memory_cap(settings.gpu_memory_gb)
     # Loading takes from seconds to minutes: say what is happening meanwhile, on stderr.
     print(f"hymt: loading {settings.model} (profile {decision.profile})", file=sys.stderr, flush=True)
     translator = start(settings, decision, lambda text: print(f"hymt: {text}", file=sys.stderr, flush=True))

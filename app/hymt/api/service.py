@@ -15,7 +15,7 @@ from .. import detect
 from ..errors import HymtError, NotReady
 from ..planner.decision import Decision
 from ..planner.fusion import fusion_settings
-from ..planner.gpu import GIB, apply_memory_cap, process_gpu_memory_bytes
+from ..planner.gpu import GIB, process_gpu_memory_bytes
 from ..settings import Settings
 from ..translation.candidates import CANDIDATE_SAMPLINGS
 from ..translation.translator import Translator, start
@@ -51,7 +51,6 @@ class Service:
 
         def load():
             try:
-                apply_memory_cap(self.settings.gpu_memory_gb)
                 translator = (factory or start)(self.settings, self.decision, on_phase)
                 self.decision = translator.decision
                 # Before the translation model serves: capturing the fusion model's CUDA graphs while another

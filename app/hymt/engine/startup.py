@@ -14,6 +14,7 @@ import torch
 
 from ..errors import HymtError, ModelLoadError
 from ..planner.decision import Decision
+from ..planner.gpu import apply_memory_cap
 from ..planner.plan import in_flight, segment_kv_tokens
 from ..settings import Settings
 from ..tiers import TIERS
@@ -46,6 +47,8 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", settings.compile_cache_dir)
         os.environ.setdefault("HUMMING_CACHE_DIR", os.path.join(settings.compile_cache_dir, "humming"))
         os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(settings.compile_cache_dir, "triton"))
+    # Planned for HYMT_GPU_MEMORY_GB's card: on a larger real one, torch's allocator is held to it.
+    apply_memory_cap(settings.gpu_memory_gb)
     tiers = [decision.tier]
     if decision.device == "cuda" and settings.profile == "auto":
         tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1 :] if t.auto and decision.allows(t)]
