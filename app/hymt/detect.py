@@ -6,12 +6,15 @@
    characters from hanzidentifier's CC-CEDICT tables), Arabic script (Uyghur and Kazakh letters and spelling, Urdu
    letters, Persian against Arabic letters), Cyrillic (Kazakh, Ukrainian and Mongolian letters), and the function
    or everyday words that part Hindi from Marathi and Malay from Indonesian.
-3. Otherwise py3langid (its model ships inside the wheel), ranked among the languages that write that script.
-Accuracy on the committed sample: `python bench/detect_accuracy.py` (the table is in the README).
+3. Otherwise py3langid (its model ships inside the wheel), ranked among the languages that write that script. On
+   one to three words its character n-grams alone guess badly ("Hello" read as Italian), so there its
+   probabilities are multiplied by how often each language writes those words (wordfreq's word lists).
+Accuracy by input length, beside the other detectors tried: docs/detection.md.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -119,6 +122,14 @@ _INDONESIAN_WORDS = frozenset(
 # Hindi and Marathi share the Devanagari script and much vocabulary; their function words part.
 _HINDI_WORDS = frozenset("है हैं था थी थे और नहीं में को से ने यह वह कि भी हम मैं क्या आप तुम".split())
 _MARATHI_WORDS = frozenset("आहे आहेत होते होता होती आणि नाही मी मला तुम्ही आम्ही आपण त्या काय खूप".split())
+# wordfreq's small lists (the words of frequency 1e-6 and more) for the languages that share a script with others;
+# Kazakh, Mongolian and Marathi have none, so any word counts as at the cut-off for them.
+_WORD_LISTS = {code: code for code in "en fr pt es tr it de vi ms id pl cs nl ru uk ar fa ur hi".split()}
+_WORD_LISTS["tl"] = "fil"  # wordfreq's code for Filipino
+_UNLISTED = 1e-6
+_UNKNOWN_WORD = 1e-7  # a word missing from a list: rarer there than the list's cut-off
+_MAX_WORDS = 3
+_SHORT_CHARS = 64  # three words fit, a long German compound among them; it also bounds what the word cache holds
 _DEVANAGARI_WORD = re.compile(r"[\u0900-\u0963\u0966-\u097F]+")
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _ARABIC_WORD = re.compile(r"[\u0600-\u06FF]+")
@@ -139,16 +150,47 @@ def _identifier():
 
 
 def prepare() -> None:
-    """Load the statistical model now (about a second of CPU) rather than inside the first request."""
+    """Load the models now (a few seconds of CPU) rather than inside the first requests."""
     _identifier()
+    for code in _WORD_LISTS:
+        _frequency("a", code)
 
 
 def _statistical(text: str, candidates: tuple[str, ...]) -> tuple[str, float]:
-    """py3langid's best among `candidates`, with its probability renormalized over them."""
-    ranked = [(code, p) for code, p in _identifier().rank(text) if code in candidates]
-    total = sum(p for _, p in ranked)
-    code, p = ranked[0]
-    return code, p / total if total > 0 else 1 / len(ranked)
+    """py3langid's best among `candidates`, weighed by word frequencies on 1-3 words, renormalized over them."""
+    scores = {code: p for code, p in _identifier().rank(text) if code in candidates}
+    words = _words(text) if len(text) <= _SHORT_CHARS else []
+    if 0 < len(words) <= _MAX_WORDS:
+        listed = {code: [_frequency(word, code) for word in words] for code in candidates if code in _WORD_LISTS}
+        # Only where every word is one a list knows: longer inputs are left to the character model, which is right
+        # on them already, and so are words cut short as someone types, which would weigh as rare words.
+        if listed and all(map(any, zip(*listed.values()))):
+            for code in scores:
+                weights = [max(f, _UNKNOWN_WORD) for f in listed[code]] if code in listed else [_UNLISTED] * len(words)
+                scores[code] *= math.prod(weights)
+    total = sum(scores.values())
+    code = max(scores, key=scores.__getitem__)
+    return code, scores[code] / total if total > 0 else 1 / len(scores)
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in text.split() if any(ch.isalpha() for ch in word)]
+
+
+# Bounded: the words are anyone's. wordfreq's own cache (word_frequency) can lose an entry to another thread
+# clearing it between storing and reading it, so the lists are read directly.
+@lru_cache(maxsize=65536)
+def _frequency(word: str, code: str) -> float:
+    """How often the language writes `word`, folded as wordfreq folds it for that language (Turkish İ, Arabic marks);
+    a word it splits (l'ami, apa-apa) is as rare as 1/f = 1/f1 + 1/f2, wordfreq's rule."""
+    from wordfreq import get_frequency_dict, lossy_tokenize
+
+    language = _WORD_LISTS[code]
+    frequencies = get_frequency_dict(language, "small")
+    tokens = lossy_tokenize(word, language)
+    if not tokens or any(token not in frequencies for token in tokens):
+        return 0.0
+    return 1 / sum(1 / frequencies[token] for token in tokens)
 
 
 def detect(text: str) -> Detection | None:
