@@ -41,6 +41,7 @@ async def openapi(request: Request) -> JSONResponse:
 ROUTES = [
     Route("/", page.index),
     Route("/docs", page.docs),
+    Mount("/docs/assets", page.ExplorerAssets(), name="docs_assets"),
     Route("/openapi.json", openapi),
     Route("/health", health.health),
     Route("/metrics", metrics),

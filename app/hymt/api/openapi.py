@@ -11,6 +11,7 @@ from ..documents import FORMATS, media_types
 from ..settings import Settings
 from ..store.jobs import JobState
 from ..tiers import TIERS_BY_NAME
+from .openai_compat import MODEL_NAME
 from .schemas import json_object, request_bodies
 
 
@@ -116,8 +117,19 @@ def _errors(schema: str, keys: bool, quality: bool = False) -> dict:
     return errors
 
 
-def _json_body(schema: dict) -> dict:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
+def _body(content: dict, example: dict) -> dict:
+    """A required request body with its example in each media type: what /docs fills in to try it out."""
+    return {"required": True, "content": {media: {**value, "example": example} for media, value in content.items()}}
+
+
+def _json_body(schema: dict, example: dict) -> dict:
+    return _body({"application/json": {"schema": schema}}, example)
+
+
+# The examples' text and target language.
+EXAMPLE_TEXT, EXAMPLE_TARGET = "Hello, world!", "de"
+# The example of DeepL's status and result requests: a document_key as its upload answers one (64 hex digits).
+EXAMPLE_DOCUMENT_KEY = "5f0c1d9e" * 8
 
 
 def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] = frozenset()) -> dict:
@@ -126,6 +138,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     model served has official prompts for (known once it is loaded)."""
     keys = bool(settings.api_keys)
     bodies = request_bodies(settings, best, offered)
+    example_text = EXAMPLE_TEXT[: settings.max_chars]  # within HYMT_MAX_CHARS, however low it is set
     source, target, api_key_form = bodies.source, bodies.target, bodies.api_key_form
 
     def post(
@@ -157,6 +170,8 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             f"a document, by its file name's extension ({formats}) "
             f"or else by the media type it is sent as ({', '.join(accepted)})"
         ),
+        # A text file's content (sent as text/plain, the first of the encoding's types); /docs has one chosen.
+        "examples": [f"{example_text}\n"],
     }
     # The format is the file name's extension, else the part's Content-Type: the encoding names the media types, so
     # a client that sends one of them with any file name is understood.
@@ -175,6 +190,15 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         "HYMT_MAX_QUEUED_JOB_BYTES), or a rate limit is reached"
     )
 
+    # A document's form as /docs shows it, which fills each field with a sample (sent unless emptied): an example
+    # target; empty (so left out) the key fields, whose header Authorize sets, and DeepL's glossary_id; readOnly (not
+    # sent) the instructions the model has no prompt for, which the server refuses whatever they hold.
+    empty = {"examples": [""]}
+    document_options = {
+        name: {**field, "readOnly": True} if name in ("style", "background") and name not in offered else field
+        for name, field in bodies.document_form.items()
+    }
+
     def file_post(summary: str, ok: dict, status: str = "200") -> dict:
         body = {
             "required": True,
@@ -184,9 +208,9 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                         {
                             "file": document,
                             "source": source,
-                            "target": target,
-                            "api_key": api_key_form,
-                            **bodies.document_form,
+                            "target": {**target, "examples": [EXAMPLE_TARGET]},
+                            "api_key": {**api_key_form, **empty},
+                            **document_options,
                         },
                         ["file", "target"],
                         description="a form; glossary (terms for the document's texts without inline markup) "
@@ -302,7 +326,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
         "description": "the document_id the upload answered",
     }
-    document_body = {"required": True, "content": bodies.deepl_document}
+    document_body = _body(bodies.deepl_document, {"document_key": EXAMPLE_DOCUMENT_KEY})
     document_links = {
         name: {
             "operationId": operation,
@@ -321,7 +345,13 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "content": {
                 "multipart/form-data": {
                     "schema": json_object(
-                        {"file": document, **bodies.deepl_upload},
+                        {
+                            "file": document,
+                            **bodies.deepl_upload,
+                            "target_lang": {**bodies.deepl_upload["target_lang"], "examples": [EXAMPLE_TARGET.upper()]},
+                            "glossary_id": {**bodies.deepl_upload["glossary_id"], **empty},
+                            "auth_key": {**bodies.deepl_upload["auth_key"], **empty},
+                        },
                         ["file", "target_lang"],
                         description="DeepL's form; output_format, where sent, must be the file name's own "
                         "extension (a document is translated into its own format only), else a 400",
@@ -412,10 +442,10 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         "paths": {
             "/translate": post(
                 "Translate text (LibreTranslate API)",
-                {
-                    "required": True,
-                    "content": {"application/json": {"schema": bodies.translate}, **bodies.translate_form},
-                },
+                _body(
+                    {"application/json": {"schema": bodies.translate}, **bodies.translate_form},
+                    {"q": example_text, "source": "auto", "target": EXAMPLE_TARGET},
+                ),
                 ok(
                     "translatedText (and detectedLanguage when source is auto; glossary {terms_applied, "
                     "segments_with_terms, misses} when terms applied; markup_fallback_segments for format html)",
@@ -436,24 +466,29 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             ),
             "/detect": post(
                 "Detect the language of text (LibreTranslate API)",
-                {"required": True, "content": {"application/json": {"schema": bodies.detect}, **bodies.detect_form}},
+                _body(
+                    {"application/json": {"schema": bodies.detect}, **bodies.detect_form},
+                    {"q": example_text},
+                ),
                 ok("[{language, confidence}] (confidence in percent)", {"type": "array", "items": detected}),
             ),
             "/languages": {"get": languages, "post": languages},
-            "/frontend/settings": get(
-                "LibreTranslate front-end settings (limits)",
-                ok(
-                    "charLimit and friends",
-                    json_object(
-                        {"charLimit": {"type": "integer"}, "keyRequired": {"type": "boolean"}},
-                        ["charLimit", "keyRequired"],
+            "/frontend/settings": {
+                "get": get(
+                    "LibreTranslate front-end settings (limits)",
+                    ok(
+                        "charLimit and friends",
+                        json_object(
+                            {"charLimit": {"type": "integer"}, "keyRequired": {"type": "boolean"}},
+                            ["charLimit", "keyRequired"],
+                        ),
                     ),
-                ),
-            ),
+                )
+            },
             "/api/translate": post(
                 "The web page's endpoint; stream=true answers with Server-Sent Events (start, token and progress "
                 "with the partial text, done, or error)",
-                _json_body(bodies.page),
+                _json_body(bodies.page, {"text": example_text, "source": "auto", "target": EXAMPLE_TARGET}),
                 ok(
                     "JSON, or text/event-stream when stream=true (quality best: start, candidates, progress per "
                     "fused segment, done)",
@@ -467,7 +502,13 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "/v1/chat/completions": post(
                 "OpenAI-compatible: the last user message is translated. Target language from the model name "
                 "(hunyuan-mt:de) or the field target_language; source_language optional",
-                _json_body(bodies.chat),
+                _json_body(
+                    bodies.chat,
+                    {
+                        "model": f"{MODEL_NAME}:{EXAMPLE_TARGET}",
+                        "messages": [{"role": "user", "content": example_text}],
+                    },
+                ),
                 ok(
                     "chat.completion (with the extra field glossary), or chat.completion.chunk events (quality "
                     "best: one chunk)",
@@ -580,13 +621,15 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "/v2/document": deepl_upload,
             "/v2/document/{document_id}": deepl_status,
             "/v2/document/{document_id}/result": deepl_result,
-            "/v1/models": get(
-                "Model names, one per target language; root: the model that runs",
-                ok(
-                    "OpenAI model list",
-                    json_object({"object": {"const": "list"}, "data": {"type": "array"}}, ["object", "data"]),
-                ),
-            ),
+            "/v1/models": {
+                "get": get(
+                    "Model names, one per target language; root: the model that runs",
+                    ok(
+                        "OpenAI model list",
+                        json_object({"object": {"const": "list"}, "data": {"type": "array"}}, ["object", "data"]),
+                    ),
+                )
+            },
             "/health": {
                 "get": {
                     "summary": "Status, profile, GPU memory, queue, the model (model_family), quality "
@@ -595,10 +638,12 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     "responses": {"200": health, "503": health},
                 }
             },
-            "/metrics": get(
-                "Prometheus metrics",
-                {"description": "text format", "content": {"text/plain": {"schema": {"type": "string"}}}},
-            ),
+            "/metrics": {
+                "get": get(
+                    "Prometheus metrics",
+                    {"description": "text format", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                )
+            },
         },
         "components": {
             "schemas": {
@@ -654,7 +699,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 "type": "apiKey",
                 "in": "header",
                 "name": "Authorization",
-                "description": "DeepL's scheme: Authorization: DeepL-Auth-Key <key>, the key one of "
+                "description": "DeepL's scheme: `Authorization: DeepL-Auth-Key <key>`, the key one of "
                 "HYMT_API_KEYS (or the form field auth_key)",
             },
         }

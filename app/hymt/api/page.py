@@ -1,9 +1,11 @@
-"""The web page's own endpoint (with Server-Sent Events), and the static page itself."""
+"""The web page's own endpoint (with Server-Sent Events), the static page itself, and the API explorer (/docs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from openapi_ui_bundles import swagger_ui
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
@@ -102,5 +104,20 @@ class Assets(StaticFiles):
         return response
 
 
+class ExplorerAssets(Assets):
+    """Swagger UI's script and style, from its package (pinned in pyproject.toml), so that /docs works offline.
+    Only those two: the package's demo page would load a document from the internet."""
+
+    FILES = frozenset({"swagger-ui-bundle.js", "swagger-ui.css"})
+
+    def __init__(self) -> None:
+        super().__init__(directory=swagger_ui.static_path)
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        if path not in self.FILES:
+            raise HTTPException(status_code=404)
+        return await super().get_response(path, scope)
+
+
 async def docs(request: Request) -> FileResponse:
-    return FileResponse(UI_DIR / "docs.html")
+    return FileResponse(UI_DIR / "docs.html", headers={"Cache-Control": "no-cache"})
