@@ -188,7 +188,7 @@ def resolve(code: str, field: str = "language") -> Language:
     if key in _INDEX:
         return BY_CODE[_INDEX[key]]
     close = difflib.get_close_matches(key, list(_INDEX), n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(dict.fromkeys(_INDEX[c] for c in close))}?" if close else ""
+    hint = f"; did you mean {', '.join(dict.fromkeys(_INDEX[c] for c in close))}?" if close else "."
     raise BadRequest(
         f"unsupported {field} {code!r}{hint} Supported: {', '.join(BY_CODE)}",
         error_type="unsupported_language",

@@ -211,3 +211,35 @@ def test_cors_setting_refuses_what_is_not_an_origin(value):
         Settings.from_env({"HYMT_CORS_ORIGINS": value})
     assert Settings.from_env({}).cors_origins == ("*",)
     assert Settings.from_env({"HYMT_CORS_ORIGINS": "none"}).cors_origins == ("none",)
+
+
+def test_suggest_is_refused_as_libretranslate_refuses_it_with_suggestions_off(server, keyed_server):
+    """LibreTranslate's front-end posts suggestions to /suggest; with suggestions off (as /frontend/settings says)
+    LibreTranslate answers 403 with its message, before looking at the body or the key."""
+    suggestion = {"q": "Hello, world!", "s": "Hallo, Welt!", "source": "en", "target": "de"}
+    assert httpx.get(f"{server.url}/frontend/settings").json()["suggestions"] is False
+    for srv in (server, keyed_server):
+        for body in ({"json": suggestion}, {"data": suggestion}, {"json": {**suggestion, "api_key": "k1"}}, {}):
+            refused = httpx.post(f"{srv.url}/suggest", **body)
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["error"] == "Suggestions are disabled on this server."
+
+
+def test_openai_usage_counts_the_prompt_the_model_reads(server, test_model):
+    """prompt_tokens: the whole prompt (chat template, instruction and text), not the text alone."""
+    from openai import OpenAI
+    from transformers import AutoTokenizer
+
+    from hymt import prompts
+    from hymt.languages import resolve
+
+    text = "Hello, world!"
+    reply = OpenAI(base_url=f"{server.url}/v1", api_key="unused").chat.completions.create(
+        model="hunyuan-mt:de", messages=[{"role": "user", "content": text}], extra_body={"source_language": "en"}
+    )
+    tokenizer = AutoTokenizer.from_pretrained(test_model)
+    prompt = prompts.render(tokenizer, prompts.user_message(resolve("en"), resolve("de"), text))
+    read = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    assert reply.usage.prompt_tokens == read > len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert 0 < reply.usage.completion_tokens <= 12  # HYMT_MAX_NEW_TOKENS of the test servers
+    assert reply.usage.total_tokens == read + reply.usage.completion_tokens

@@ -40,3 +40,9 @@ def test_unknown_code_lists_close_matches():
 def test_unsupported_language_is_refused():
     with pytest.raises(BadRequest):
         resolve("xx-nope")
+
+
+def test_unsupported_code_without_close_matches_ends_its_sentence():
+    with pytest.raises(BadRequest) as err:
+        resolve("zz", "target language")
+    assert err.value.message.startswith("unsupported target language 'zz'. Supported: zh, en, ")

@@ -49,6 +49,7 @@ ROUTES = [
     Route("/detect", libre.detect_language, methods=["POST"]),
     Route("/languages", libre.languages, methods=["GET", "POST"]),
     Route("/frontend/settings", libre.frontend_settings),
+    Route("/suggest", page.suggest, methods=["POST"]),
     Route("/api/translate", page.translate, methods=["POST"]),
     Route("/translate_file", files.translate_file, methods=["POST"]),
     Route("/api/translate_file", files.translate_file_stream, methods=["POST"]),

@@ -150,7 +150,9 @@ async def chat_completions(request: Request):
         return sse.data(body)
 
     def usage(job) -> dict:
-        tokens_in = translator.count_tokens(text)
+        # The prompts the model read, not the text alone: each segment's as last sent (instruction, context,
+        # terms; a glossary retry's, as completion_tokens counts the retry's output); quality best: the fusion's.
+        tokens_in = sum(len(r.prompt_ids) for r in job.requests)
         return {
             "prompt_tokens": tokens_in,
             "completion_tokens": job.tokens_out,

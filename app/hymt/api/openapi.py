@@ -408,6 +408,17 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     )
     deepl_result["post"]["parameters"] = [document_id]
 
+    # LibreTranslate's suggestion (its fields), which this server refuses whatever is sent.
+    suggestion = json_object(
+        {
+            "q": {"type": "string", "description": "the original text"},
+            "s": {"type": "string", "description": "the suggested translation"},
+            "source": {"type": "string", "description": "the original's language"},
+            "target": {"type": "string", "description": "the suggestion's language"},
+        },
+        ["q", "s", "source", "target"],
+    )
+
     def get(summary: str, response: dict) -> dict:
         return {"summary": summary, "responses": {"200": response}}
 
@@ -484,6 +495,24 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                         ),
                     ),
                 )
+            },
+            "/suggest": {
+                "post": {
+                    "summary": "LibreTranslate's translation suggestions: off on this server (/frontend/settings: "
+                    "suggestions false), so refused as LibreTranslate refuses them then, whatever the body or key",
+                    "requestBody": _body(
+                        {
+                            media: {"schema": suggestion}
+                            for media in (
+                                "application/json",
+                                "application/x-www-form-urlencoded",
+                                "multipart/form-data",
+                            )
+                        },
+                        {"q": EXAMPLE_TEXT, "s": "Hallo, Welt!", "source": "en", "target": EXAMPLE_TARGET},
+                    ),
+                    "responses": {"403": _error("Error", "Suggestions are disabled on this server.")},
+                }
             },
             "/api/translate": post(
                 "The web page's endpoint; stream=true answers with Server-Sent Events (start, token and progress "

@@ -1,8 +1,10 @@
-"""The web page's own endpoint (with Server-Sent Events), the static page itself, and the API explorer (/docs)."""
+"""The web page's own endpoint (with Server-Sent Events), the static page itself, the API explorer (/docs), and
+LibreTranslate's /suggest as its servers answer it with suggestions off."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 from openapi_ui_bundles import swagger_ui
 from starlette.exceptions import HTTPException
@@ -12,6 +14,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from ..engine.sampling_params import Sampling
+from ..errors import HymtError
 from . import parsing, preamble, sse
 from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
 from .libre import detected_json
@@ -121,3 +124,9 @@ class ExplorerAssets(Assets):
 
 async def docs(request: Request) -> FileResponse:
     return FileResponse(UI_DIR / "docs.html", headers={"Cache-Control": "no-cache"})
+
+
+async def suggest(request: Request) -> NoReturn:
+    # LibreTranslate's answer with suggestions off (its message word for word): hymt keeps none, and its
+    # /frontend/settings says "suggestions": false. As there, nothing is checked first: not the key, not the body.
+    raise HymtError("Suggestions are disabled on this server.", error_type="suggestions_disabled", status=403)
