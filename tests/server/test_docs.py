@@ -173,8 +173,8 @@ def test_every_request_body_has_an_example_valid_against_its_schema(settings, be
 
 
 def test_the_examples_are_answered_as_documented(server):
-    """Each example of a JSON or urlencoded body of an operation without path parameters, sent as it is: a 200, but
-    for /suggest its 403."""
+    """Each example of a JSON or urlencoded body of an operation without path parameters, sent as it is: answered
+    with the operation's documented success (or, for /suggest, which has none, its one documented status)."""
     spec = httpx.get(f"{server.url}/openapi.json").json()
     sent = set()
     for path, item in spec["paths"].items():
@@ -184,8 +184,8 @@ def test_the_examples_are_answered_as_documented(server):
                 if content is None or "{" in path:
                     continue
                 response = httpx.request(method, f"{server.url}{path}", **{body: content["example"]}, timeout=60)
-                expected = "403" if path == "/suggest" else "200"
+                statuses = sorted(operation["responses"])
+                expected = next((status for status in statuses if status.startswith("2")), statuses[0])
                 assert str(response.status_code) == expected, (path, media, response.text)
-                assert expected in operation["responses"]
                 sent.add(f"{method.upper()} {path}")
     assert {"POST /translate", "POST /detect", "POST /api/translate", "POST /v1/chat/completions"} <= sent
