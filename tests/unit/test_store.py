@@ -464,7 +464,8 @@ def test_threads_saving_at_once_lose_nothing(store: JobStore):
 
 def test_open_store(tmp_path: Path):
     data_dir = tmp_path / "data" / "hymt"
-    database, jobs = open_store(str(data_dir), RETENTION_S)
+    store = open_store(str(data_dir), RETENTION_S)
+    database, jobs = store.database, store.jobs
     try:
         assert (data_dir / "hymt.db").is_file() and (data_dir / "jobs").is_dir()
         assert data_dir.stat().st_mode & 0o077 == 0

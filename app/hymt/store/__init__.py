@@ -1,21 +1,44 @@
-"""The appliance's durable state under HYMT_DATA_DIR: document jobs now, stored glossaries later.
+"""The appliance's durable state under HYMT_DATA_DIR: document jobs, stored glossaries and usage.
 
 `hymt.db` (database.py) holds the rows, `jobs/<id>/` the files they point at (jobs.py). Standard library only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
 from .database import Database
+from .glossaries import GlossaryRecord, GlossaryStore
 from .jobs import JobRecord, JobState, JobStore
+from .usage import UsageStore
 
-__all__ = ["Database", "JobRecord", "JobState", "JobStore", "open_store"]
+__all__ = [
+    "Database",
+    "GlossaryRecord",
+    "GlossaryStore",
+    "JobRecord",
+    "JobState",
+    "JobStore",
+    "Store",
+    "UsageStore",
+    "open_store",
+]
 
 
-def open_store(data_dir: str, retention_s: float) -> tuple[Database, JobStore]:
-    """Open (create) the data folder's database and its job store; ConfigError when the folder cannot be used."""
+@dataclass(frozen=True)
+class Store:
+    """The stores over one database."""
+
+    database: Database
+    jobs: JobStore
+    glossaries: GlossaryStore
+    usage: UsageStore
+
+
+def open_store(data_dir: str, retention_s: float) -> Store:
+    """Open (create) the data folder's database and its stores; ConfigError when the folder cannot be used."""
     folder = Path(data_dir)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -27,4 +50,4 @@ def open_store(data_dir: str, retention_s: float) -> tuple[Database, JobStore]:
     except OSError as e:
         database.close()
         raise ConfigError(f"cannot create the jobs folder under {folder}: {e}") from e
-    return database, jobs
+    return Store(database, jobs, GlossaryStore(database), UsageStore(database))

@@ -62,6 +62,32 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (job_id, phase, idx)
     );
     """,
+    # 2: stored glossaries (DeepL's /v2/glossaries) and the characters translated per key and month.
+    """
+    CREATE TABLE glossaries (
+        id TEXT PRIMARY KEY,
+        owner TEXT,
+        name TEXT NOT NULL,
+        source TEXT NOT NULL,
+        target TEXT NOT NULL,
+        entry_count INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX glossaries_by_owner ON glossaries (owner, created_at);
+    CREATE TABLE glossary_entries (
+        glossary_id TEXT NOT NULL REFERENCES glossaries (id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        target TEXT NOT NULL,
+        PRIMARY KEY (glossary_id, idx)
+    );
+    CREATE TABLE usage (
+        owner TEXT NOT NULL,
+        period TEXT NOT NULL,
+        characters BIGINT NOT NULL,
+        PRIMARY KEY (owner, period)
+    );
+    """,
 )
 
 
