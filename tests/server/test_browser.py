@@ -191,6 +191,22 @@ def test_model_name_and_best_quality_refused_without_a_fusion_model(page):
     assert "HYMT_FUSION_MODEL" in page.inner_text("#quality-note")
 
 
+def record_forms(page) -> None:
+    """Keep the text fields of each form the page's fetch sends in window.sentForms: Chromium does not show a
+    multipart body with a file to Playwright."""
+    page.evaluate(
+        """() => {
+          const send = window.fetch;
+          window.sentForms = [];
+          window.fetch = (url, init) => {
+            if (init && init.body instanceof FormData)
+              window.sentForms.push(Object.fromEntries([...init.body].filter(([, v]) => typeof v === "string")));
+            return send(url, init);
+          };
+        }"""
+    )
+
+
 def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
     page = quality_page
     assert page.inner_text("#model") == "HY-MT1.5-7B"
@@ -222,18 +238,7 @@ def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
     page.screenshot(path=str(artifacts / "page-glossary-best.png"), full_page=True)
     document = tmp_path / "gpu.txt"
     document.write_text("The GPU is fast.\n", encoding="utf-8")
-    # Chromium does not show a multipart body with a file to Playwright: the page's fetch records its form fields.
-    page.evaluate(
-        """() => {
-          const send = window.fetch;
-          window.sentForms = [];
-          window.fetch = (url, init) => {
-            if (init && init.body instanceof FormData)
-              window.sentForms.push(Object.fromEntries([...init.body].filter(([, v]) => typeof v === "string")));
-            return send(url, init);
-          };
-        }"""
-    )
+    record_forms(page)
     page.set_input_files("#file", str(document))
     page.wait_for_selector("#download:not([hidden])")
     [form] = page.evaluate("window.sentForms")
@@ -247,6 +252,39 @@ def test_glossary_editor_and_best_quality(quality_page, tmp_path, artifacts):
     fresh = page.context.new_page()
     fresh.goto(page.url)
     assert fresh.inner_text("#glossary-count") == "(0 terms)"
+
+
+def test_a_stored_glossary_is_picked_and_sent_with_text_and_documents(page, server, tmp_path):
+    created = httpx.post(
+        f"{server.url}/v2/glossaries",
+        json={"name": "Hardware", "source_lang": "en", "target_lang": "de", "entries": "GPU\tGrafikkarte\n"},
+    ).json()
+    try:
+        page.reload()
+        page.wait_for_selector("#glossary-stored-field:not([hidden])", state="attached")
+        page.click("#glossary summary")
+        label = page.inner_text(f"#glossary-stored option[value='{created['glossary_id']}']")
+        assert label == "Hardware (en → de, 1 term)"
+        page.select_option("#glossary-stored", created["glossary_id"])
+        page.select_option("#source", "en")
+        page.select_option("#target", "de")
+        page.fill("#input", "The GPU is fast.")
+        with page.expect_request("**/api/translate") as sent:
+            page.click("#translate")
+        assert sent.value.post_data_json["glossary_id"] == created["glossary_id"]
+        page.wait_for_function(IDLE)
+        assert page.inner_text("#glossary-report").startswith("Glossary: 1 terms applied")
+        record_forms(page)
+        document = tmp_path / "gpu.txt"
+        document.write_text("The GPU is fast.\n", encoding="utf-8")
+        page.set_input_files("#file", str(document))
+        page.wait_for_selector("#download:not([hidden])")
+        [form] = page.evaluate("window.sentForms")
+        assert form["glossary_id"] == created["glossary_id"]
+        page.reload()  # the choice lives as long as the tab
+        page.wait_for_function(f"document.querySelector('#glossary-stored').value === '{created['glossary_id']}'")
+    finally:
+        httpx.delete(f"{server.url}/v2/glossaries/{created['glossary_id']}")
 
 
 def test_a_server_with_keys_asks_for_one_and_translates_with_it(browser, test_model, tmp_path):

@@ -1,6 +1,6 @@
 // Other translations (LibreTranslate's alternatives): listed best first; picking one shows it as the translation.
 import { authHeaders } from "./api-key.js";
-import { glossaryTerms } from "./glossary.js";
+import { glossaryTerms, storedGlossaryId } from "./glossary.js";
 import { say, showError } from "./messages.js";
 import { instructions } from "./options.js";
 import { $ } from "./state.js";
@@ -24,7 +24,7 @@ export async function showAlternatives() {
     const response = await fetch("/translate", {
       method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify({ q: text, source: $("source").value, target: $("target").value, alternatives: 3,
-                             glossary: glossaryTerms(), ...instructions() }) });
+                             glossary: glossaryTerms(), glossary_id: storedGlossaryId(), ...instructions() }) });
     const body = await response.json().catch(() => null);
     if (!response.ok) { showError(response.status, body); return; }
     const list = $("alternatives");

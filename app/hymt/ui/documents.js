@@ -2,7 +2,7 @@
 // progress, streamed), then offer the download. A document has its own state and its own place on the page
 // (#document, by the upload button): the text box keeps translating beside it, and neither touches the other.
 import { authHeaders } from "./api-key.js";
-import { glossaryTerms } from "./glossary.js";
+import { glossaryTerms, storedGlossaryId } from "./glossary.js";
 import { errorText, retryText, say, showError } from "./messages.js";
 import { instructions } from "./options.js";
 import { $, state } from "./state.js";
@@ -182,6 +182,7 @@ function loadFile(file) {
   // The glossary, style and background apply to a document as to text (a form carries the glossary as JSON).
   const terms = glossaryTerms();
   if (terms.length) form.append("glossary", JSON.stringify(terms));
+  if (storedGlossaryId()) form.append("glossary_id", storedGlossaryId());
   for (const [name, value] of Object.entries(instructions())) form.append(name, value);
   current = { file, ext, form, controller: null, id: null, retryTimer: null, result: null, cancelling: false };
   send(current);

@@ -1,8 +1,11 @@
-// The glossary: terms kept for this browser tab, imported from .tsv or .csv, and the report of terms missed.
+// The glossary: terms kept for this browser tab, imported from .tsv or .csv, a glossary stored on the server (made
+// through DeepL's /v2/glossaries) to use beside them, and the report of terms missed.
+import { authHeaders } from "./api-key.js";
 import { showError } from "./messages.js";
 import { $, state } from "./state.js";
 
 const GLOSSARY_KEY = "hymt.glossary";  // sessionStorage: the glossary lives as long as the tab
+const STORED_KEY = "hymt.glossary-id";
 
 function glossaryRow(source = "", target = "") {
   const row = document.createElement("tr");
@@ -59,6 +62,27 @@ async function importGlossary(file) {
   $("glossary").open = true;
 }
 
+// The stored glossaries this key may use; the field shows only where there are some.
+export async function loadStoredGlossaries() {
+  let glossaries = [];
+  try {
+    const response = await fetch("/v2/glossaries", { headers: authHeaders() });
+    if (response.ok) glossaries = (await response.json()).glossaries;
+  } catch { /* the server is not reachable: the field stays hidden */ }
+  const select = $("glossary-stored");
+  const chosen = sessionStorage.getItem(STORED_KEY) || "";
+  select.replaceChildren(new Option("None", ""), ...glossaries.map((g) =>
+    new Option(`${g.name} (${g.source_lang} → ${g.target_lang}, ${g.entry_count} ${g.entry_count === 1 ? "term" : "terms"})`,
+               g.glossary_id)));
+  select.value = glossaries.some((g) => g.glossary_id === chosen) ? chosen : "";
+  $("glossary-stored-field").hidden = !glossaries.length;
+}
+
+// The chosen stored glossary's id, or undefined (left out of a JSON body).
+export function storedGlossaryId() {
+  return $("glossary-stored").value || undefined;
+}
+
 export function showGlossaryReport(report) {
   const el = $("glossary-report");
   el.classList.remove("missed");
@@ -79,4 +103,7 @@ export function initGlossary() {
   $("glossary-add").addEventListener("click", () => { glossaryRow().querySelector("input").focus(); });
   $("glossary-clear").addEventListener("click", () => { $("glossary-rows").replaceChildren(); saveGlossary(); });
   $("glossary-file").addEventListener("change", (e) => { if (e.target.files[0]) importGlossary(e.target.files[0]); e.target.value = ""; });
+  $("glossary-stored").addEventListener("change", (e) => sessionStorage.setItem(STORED_KEY, e.target.value));
+  $("api-key").addEventListener("change", loadStoredGlossaries);  // another key may use other glossaries
+  loadStoredGlossaries();
 }

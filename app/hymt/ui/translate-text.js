@@ -1,7 +1,7 @@
 // The text box: translation as you type or on request (streamed), the counter, swap and clear. A busy server
 // (429) is asked again by itself after its Retry-After, with the latest text.
 import { hideAlternatives } from "./alternatives.js";
-import { glossaryTerms, showGlossaryReport } from "./glossary.js";
+import { glossaryTerms, showGlossaryReport, storedGlossaryId } from "./glossary.js";
 import { clearDocumentReport } from "./documents.js";
 import { retryText, say, sentence, showError } from "./messages.js";
 import { instructions } from "./options.js";
@@ -30,7 +30,7 @@ export async function translate({ typed = false } = {}) {
   if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
   const request = { text, source: $("source").value, target: $("target").value,
                     quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms(),
-                    ...instructions() };
+                    glossary_id: storedGlossaryId(), ...instructions() };
   if (typed && state.lastSent === JSON.stringify(request)) return;  // nothing changed since the last translation
   state.lastSent = JSON.stringify(request);
   updateUrl();
