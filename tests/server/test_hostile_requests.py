@@ -33,10 +33,13 @@ def raw(server, path: str, body: bytes, content_type: str = "application/json", 
     return post(server, path, content=body, headers={"content-type": content_type}, **kwargs)
 
 
+# Every operation fuzzed in turn, two selections of up to 600 s each (fuzzing.py): past the default timeout.
+@pytest.mark.timeout(1500)
 def test_schemathesis_all_checks_pass(server, tmp_path):
     schemathesis(server.url, tmp_path, "--max-examples", "40", "--seed", "12")
 
 
+@pytest.mark.timeout(1500)
 def test_schemathesis_all_checks_pass_with_keys_required(test_model, tmp_path):
     # With keys, the document declares Bearer authentication: requests without it must get 401, with a wrong
     # one 401 or 403, and every other check holds with the right one.
