@@ -64,6 +64,13 @@ class Forbidden(HymtError):
     error_type = "invalid_api_key"
 
 
+class QuotaExceeded(HymtError):
+    """A key that has used its month's characters (HYMT_CHARACTER_LIMIT): DeepL's 456."""
+
+    status = 456
+    error_type = "quota_exceeded"
+
+
 class RetryLater(HymtError):
     """Refused for now, not for what the request is: the answer carries Retry-After."""
 

@@ -118,6 +118,73 @@ def parse_request(value) -> list[Term]:
     return terms
 
 
+ENTRY_FORMATS = ("tsv", "csv")
+# What str.strip() takes off (str.isspace), spelled out as a regex class: the grammar below is also the OpenAPI
+# document's pattern, whose regexes are ECMA-262's, where \s is another set.
+_SPACE = r"\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_PAD_TSV = r"[\x0b\x0c \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"  # no tab, no line end
+_PAD_CSV = r"[\t\x0b\x0c \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+_BLANK = r"[\t\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+
+
+def _cell(pad: str, solid: str, inner: str) -> str:
+    """A term: up to MAX_TERM_CHARS characters once stripped, at least one not a space."""
+    return f"{pad}{solid}(?:{inner}{{0,{MAX_TERM_CHARS - 2}}}{solid})?{pad}"
+
+
+_TSV_CELL = _cell(_PAD_TSV, f"[^{_SPACE}]", r"[^\t\r\n]")
+_CSV_CELL = '(?:{}|"{}")'.format(
+    _cell(_PAD_CSV, f'[^{_SPACE},"]', r'[^,"\r\n]'),
+    _cell(_PAD_CSV, f'(?:[^{_SPACE}"]|"")', r'(?:[^"\r\n]|"")'),
+)
+# An entry's line: source and target term, and in CSV optionally DeepL's two language columns (ignored).
+ENTRY_LINES = {
+    "tsv": f"{_TSV_CELL}\\t{_TSV_CELL}",
+    "csv": f'{_CSV_CELL},{_CSV_CELL}(?:,[^,"\\r\\n]*,[^,"\\r\\n]*)?',
+}
+
+
+def entries_pattern(entries_format: str) -> str:
+    """The whole text parse_entries takes, as one regex: lines (ended by \\n or \\r\\n) that are blank or an
+    entry, at least one an entry."""
+    entry = ENTRY_LINES[entries_format]
+    return f"^(?:{_BLANK}\\r?\\n)*{entry}(?:\\r?\\n(?:{entry}|{_BLANK}))*\\r?$"
+
+
+_ENTRY = {name: re.compile(line) for name, line in ENTRY_LINES.items()}
+
+
+def parse_entries(text: str, entries_format: str, max_entries: int) -> list[Term]:
+    """A stored glossary's entries as DeepL takes them: one per line (ended by \\n or \\r\\n), source and target
+    term split by a tab (tsv) or a comma (csv, a term quoted as CSV quotes; a third and fourth column, the
+    languages, are allowed and ignored); blank lines are passed over. A source term given again is dropped (the
+    first entry wins, as everywhere in hymt's glossaries); a line that is not an entry, or more than `max_entries`
+    entries, is a 400 that names the line."""
+    terms: list[Term] = []
+    seen: set[str] = set()
+    for n, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        if not _ENTRY[entries_format].fullmatch(line):
+            raise BadRequest(
+                f"entry on line {n} must be a source and a target term (each up to {MAX_TERM_CHARS} characters) "
+                f"separated by {'a tab' if entries_format == 'tsv' else 'a comma'}",
+                error_type="invalid_glossary",
+            )
+        cells = line.split("\t") if entries_format == "tsv" else next(csv.reader([line]))
+        source, target = cells[0].strip(), cells[1].strip()
+        if source in seen:
+            continue
+        seen.add(source)
+        terms.append(Term(source, target))
+        if len(terms) > max_entries:
+            raise BadRequest(f"more than {max_entries} entries in one glossary", error_type="too_many_terms")
+    if not terms:
+        raise BadRequest("the glossary has no entries", error_type="invalid_glossary")
+    return terms
+
+
 @dataclass(frozen=True)
 class Termbase:
     """One glossary file: language codes per column, and its rows."""

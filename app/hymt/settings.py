@@ -93,6 +93,11 @@ class Settings:
     model_family: str = "auto"
     # Server-wide glossaries: a TSV/CSV file or a directory of them, read again when one changes.
     glossaries: str | None = None
+    # Stored glossaries (/v2/glossaries): the most entries one may hold.
+    max_glossary_entries: int = 10000
+    # Characters one API key (the whole server when keys are off) may have translated per calendar month (UTC),
+    # on every API; past it, 456 (DeepL's "quota exceeded"). 0: no limit.
+    character_limit: int = 0
     # The preceding segments of a document as context, where the model has a context prompt (HY-MT1.5), and how
     # many tokens of them at most.
     context: bool = True
@@ -146,6 +151,7 @@ class Settings:
             "max_running_jobs",
             "max_queued_job_segments",
             "max_queued_job_bytes",
+            "max_glossary_entries",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -153,7 +159,7 @@ class Settings:
         check_choice(self.model_family)
         if self.context_tokens < 0:
             raise ConfigError(f"HYMT_CONTEXT_TOKENS must be 0 or more, not {self.context_tokens}")
-        for name in ("drain_grace_s", "rate_limit_per_key", "rate_limit_per_address"):
+        for name in ("drain_grace_s", "rate_limit_per_key", "rate_limit_per_address", "character_limit"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"HYMT_{name.upper()} must be 0 or more, not {getattr(self, name)}")
         if not 0 <= self.batch_min_share < 1:

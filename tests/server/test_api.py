@@ -44,7 +44,7 @@ def test_libretranslate_list_and_auto_source(server):
 def test_html_format_keeps_markup(server):
     html = '<p class="x">Hello <b>world</b> &amp; friends</p><script>var a = "keep me";</script>'
     body = httpx.post(
-        f"{server.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+        f"{server.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}, timeout=120
     ).json()
     out = body["translatedText"]
     assert out.startswith('<p class="x">') and out.endswith('<script>var a = "keep me";</script>')

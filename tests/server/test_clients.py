@@ -71,6 +71,7 @@ def test_mastodon_request_without_a_key(server):
             "format": "html",
             "api_key": None,
         },
+        timeout=120,
     ).json()
     assert len(body["translatedText"]) == 2 and all(t.startswith("<p>") for t in body["translatedText"])
     auto = httpx.post(
@@ -82,6 +83,7 @@ def test_mastodon_request_without_a_key(server):
             "format": "html",
             "api_key": None,
         },
+        timeout=120,
     ).json()
     assert auto["detectedLanguage"][0]["language"] == "fr"
     languages = httpx.get(f"{server.url}/languages").json()
@@ -94,7 +96,7 @@ def test_mastodon_request_without_a_key(server):
 def test_mastodon_null_key_where_keys_are_required(keyed_server):
     body = {"q": ["<p>Hello</p>"], "source": "en", "target": "de", "format": "html", "api_key": None}
     assert httpx.post(f"{keyed_server.url}/translate", json=body).status_code == 401
-    ok = httpx.post(f"{keyed_server.url}/translate", json={**body, "api_key": "k1"})
+    ok = httpx.post(f"{keyed_server.url}/translate", json={**body, "api_key": "k1"}, timeout=120)
     assert ok.status_code == 200 and ok.json()["translatedText"][0].startswith("<p>")
 
 

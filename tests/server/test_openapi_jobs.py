@@ -85,9 +85,9 @@ def test_deepls_fields_enumerate_what_the_server_accepts():
     assert {"DE", "EN-GB", "EN-US", "PT-BR", "ZH-HANS", "ZH-HANT", "ES-419"} <= set(fields["target_lang"]["enum"])
     assert "auto" not in fields["source_lang"]["enum"] and "" in fields["source_lang"]["enum"]
     for value in fields["formality"]["enum"]:
-        deepl._check_formality({"formality": value})
+        deepl.formality({"formality": value})
     with pytest.raises(BadRequest):
-        deepl._check_formality({"formality": "very"})
+        deepl.formality({"formality": "very"})
 
 
 def test_a_job_answers_as_the_document_says(server):

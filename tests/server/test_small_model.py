@@ -150,7 +150,7 @@ def test_schemathesis_where_style_and_background_are_offered(checkpoint, tmp_pat
 def test_html_markup_goes_through_the_formatted_prompt(server):
     html = "<p>Press <b>Save</b> now.</p>"
     body = httpx.post(
-        f"{server.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+        f"{server.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}, timeout=120
     ).json()
     out = body["translatedText"]
     # Random weights drop markers: then the safe form (the words, no <b>) is reported.

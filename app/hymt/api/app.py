@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 
@@ -17,11 +18,12 @@ from ..errors import HymtError
 from ..planner.decision import Decision
 from ..settings import Settings
 from ..store import open_store
-from . import deepl, files, health, jobs, libre, openai_compat, page
+from . import deepl, deepl_glossaries, deepl_text, files, health, jobs, libre, openai_compat, page
 from .failures import http_error, hymt_error, unexpected_error
 from .metrics import Metrics
 from .openapi import build_spec
 from .service import Service
+from .usage import UsageMeter
 from .worker import JobWorker
 
 
@@ -57,6 +59,13 @@ ROUTES = [
     Route("/api/jobs", jobs.jobs, methods=["GET", "POST"]),
     Route("/api/jobs/{job_id}", jobs.job, methods=["GET", "DELETE"]),
     Route("/api/jobs/{job_id}/result", jobs.job_result, name="job_result"),
+    Route("/v2/translate", deepl_text.translate, methods=["POST"]),
+    Route("/v2/languages", deepl.languages),
+    Route("/v2/usage", deepl_text.usage_report),
+    Route("/v2/glossary-language-pairs", deepl_glossaries.language_pairs),
+    Route("/v2/glossaries", deepl_glossaries.glossaries, methods=["GET", "POST"]),
+    Route("/v2/glossaries/{glossary_id}", deepl_glossaries.glossary, methods=["GET", "DELETE"]),
+    Route("/v2/glossaries/{glossary_id}/entries", deepl_glossaries.entries),
     Route("/v2/document", deepl.upload, methods=["POST"]),
     Route("/v2/document/{document_id}", deepl.status, methods=["POST"]),
     Route("/v2/document/{document_id}/result", deepl.result, methods=["POST"]),
@@ -95,17 +104,22 @@ class _Observe:
 def create_app(settings: Settings, decision: Decision, factory=None, on_fatal=None) -> Starlette:
     """The app; `factory` stands in for translation.translator.start (tests)."""
     service = Service(settings=settings, decision=decision, on_fatal=on_fatal)
-    database, store = open_store(settings.data_folder, settings.file_retention_s)
+    store = open_store(settings.data_folder, settings.file_retention_s)
+    usage = UsageMeter(store.usage, settings.character_limit)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         loader = service.load_in_background(factory)
         app.state.worker.start()  # unfinished jobs resume once the translator is ready
+        flusher = asyncio.ensure_future(usage.run())
         yield
         await app.state.worker.stop()
+        flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await flusher  # its last flush: the counts of the last seconds
         loader.join(timeout=0)
         service.stop_translators()
-        database.close()
+        store.database.close()
 
     app = Starlette(
         routes=ROUTES,
@@ -114,8 +128,10 @@ def create_app(settings: Settings, decision: Decision, factory=None, on_fatal=No
         lifespan=lifespan,
     )
     app.state.service = service
-    app.state.jobs = store
-    app.state.worker = JobWorker(service, store)
+    app.state.jobs = store.jobs
+    app.state.glossaries = store.glossaries
+    app.state.usage = usage
+    app.state.worker = JobWorker(service, store.jobs, usage)
     app.state.metrics = Metrics(service)
     app.add_middleware(_Observe, metrics_of=lambda: app.state.metrics)
     if "none" not in settings.cors_origins:

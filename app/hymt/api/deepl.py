@@ -1,11 +1,12 @@
-"""DeepL's document API on the document jobs, so that DeepL's own clients (the `deepl` package's
-translate_document_from_filepath, deepl-node, the translators' plugins) work with the server URL changed:
-POST /v2/document (upload: a document_id and a document_key), POST /v2/document/{id} (status), POST
-/v2/document/{id}/result (the translated file).
+"""DeepL's API, so that DeepL's own clients (the `deepl` package, deepl-node, the translators' plugins) work with
+the server URL changed. Here: what its routes share (language codes, errors) and /v2/languages, and the document
+API on the document jobs: POST /v2/document (upload: a document_id and a document_key), POST /v2/document/{id}
+(status), POST /v2/document/{id}/result (the translated file). Text: deepl_text.py; glossaries: glossaries.py.
 
 A key comes as `Authorization: DeepL-Auth-Key KEY` or the older `auth_key` field and is one of hymt's keys (any
 key when keys are off); DeepL's language codes (DE, EN-GB, PT-BR, ZH-HANS, ...) map to hymt's. Errors take
-DeepL's shape, {"message": ...}, and its statuses: 403 for a missing or wrong key, 503 for a result asked too soon.
+DeepL's shape, {"message": ...}, and its statuses: 403 for a missing or wrong key, 413 for a body too large, 456
+for a used-up quota, 503 for a result asked too soon.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..errors import BadRequest, Forbidden, HymtError
-from ..languages import Language, resolve
+from ..languages import LANGUAGES, Language, resolve
 from ..store.jobs import JobRecord, JobState, JobStore
 from . import jobs, parsing
 from .service import Service
@@ -32,10 +33,38 @@ CODES = {
     "pt-pt": "pt",
     "es-419": "es",
 }
-# DeepL's formality values (besides none): accepted, since DeepL's clients send them, and ignored.
-FORMALITIES = ("default", "more", "less", "prefer_more", "prefer_less")
+# The target codes DeepL has for regional variants hymt serves as one language, with DeepL's names for them.
+VARIANTS = {
+    "en": (("EN-GB", "English (British)"), ("EN-US", "English (American)")),
+    "pt": (("PT-BR", "Portuguese (Brazilian)"), ("PT-PT", "Portuguese (European)")),
+    "zh": (("ZH-HANS", "Chinese (simplified)"),),
+    "zh-Hant": (("ZH-HANT", "Chinese (traditional)"),),
+}
+# DeepL's formality values (besides none), and the style each asks of a model with a style prompt (Hy-MT2).
+FORMALITIES = {
+    "default": None,
+    "more": "formal",
+    "less": "informal",
+    "prefer_more": "formal",
+    "prefer_less": "informal",
+}
 # How hymt's error statuses read to a DeepL client: DeepL answers 403 for a missing key, and 400 where hymt is finer.
 STATUSES = {401: 403, 415: 400, 422: 400}
+
+
+def code_of(language: Language) -> str:
+    """A language as DeepL writes a source (and a detected) language: upper case ("DE", "ZH", "ZH-HANT")."""
+    return language.code.upper()
+
+
+def language_list(target: bool, formality: bool) -> list[dict]:
+    """/v2/languages: every language hymt serves, in DeepL's codes (its regional variants as targets)."""
+    listed = []
+    for lang in LANGUAGES:
+        entries = VARIANTS.get(lang.code, ()) if target else ()
+        for code, name in entries or ((code_of(lang), lang.english),):
+            listed.append({"language": code, "name": name, **({"supports_formality": formality} if target else {})})
+    return listed
 
 
 def language(data: dict, field: str, required: bool) -> Language | None:
@@ -53,7 +82,9 @@ def language(data: dict, field: str, required: bool) -> Language | None:
         raise BadRequest(f"Value for '{field}' not supported.", error_type="unsupported_language") from None
 
 
-def _deepl_errors(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+def deepl_errors(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """A route whose errors read as DeepL's: {"message": ...} with DeepL's status for each."""
+
     async def answer(request: Request) -> Response:
         try:
             return await route(request)
@@ -65,12 +96,9 @@ def _deepl_errors(route: Callable[[Request], Awaitable[Response]]) -> Callable[[
     return answer
 
 
-@_deepl_errors
+@deepl_errors
 async def upload(request: Request) -> JSONResponse:
     service, data = await jobs.read(request)
-    if data.get("glossary_id") or data.get("glossary_ids"):
-        # No stored glossaries exist here (yet): any id names none.
-        raise HymtError("Glossary not found.", error_type="not_found", status=404)
     file = data.get("file")
     output_format = data.get("output_format")
     if output_format and isinstance(file, UploadFile):
@@ -80,13 +108,21 @@ async def upload(request: Request) -> JSONResponse:
     source = language(data, "source_lang", required=False)
     target = language(data, "target_lang", required=True)
     assert target is not None  # required
-    _check_formality(data)
-    form = {"file": file, "source": source.code if source else "auto", "target": target.code}
+    form = {
+        "file": file,
+        "source": source.code if source else "auto",
+        "target": target.code,
+        "glossary_id": data.get("glossary_id"),
+        "glossary_ids": data.get("glossary_ids"),
+    }
+    style = formality_style(data, service)
+    if style is not None:
+        form["style"] = style
     record = await jobs.accept(request, service, jobs.upload_of(form, service), "deepl")
     return JSONResponse({"document_id": record.id, "document_key": record.key})
 
 
-@_deepl_errors
+@deepl_errors
 async def status(request: Request) -> JSONResponse:
     record = await _document(request)
     state = {JobState.CANCELLED: "error"}.get(record.state, record.state.value)
@@ -101,7 +137,7 @@ async def status(request: Request) -> JSONResponse:
     return JSONResponse(body)
 
 
-@_deepl_errors
+@deepl_errors
 async def result(request: Request) -> Response:
     record = await _document(request)
     if not record.finished:
@@ -127,9 +163,30 @@ async def _document(request: Request) -> JobRecord:
     return record
 
 
-def _check_formality(data: dict) -> None:
-    """`formality` is accepted (DeepL's clients send it) and ignored: no model of the family has a formality
-    prompt. A value DeepL would refuse is refused."""
+def formality(data: dict) -> str | None:
+    """The style `formality` asks for (None: none); a value DeepL would refuse is refused."""
     value = data.get("formality")
-    if value not in (None, "", *FORMALITIES):
-        raise BadRequest("Value for 'formality' not supported.")
+    if value in (None, ""):
+        return None
+    if value not in FORMALITIES:
+        raise BadRequest("Value for 'formality' not supported.", error_type="invalid_value")
+    return FORMALITIES[value]
+
+
+def formality_style(data: dict, service: Service) -> str | None:
+    """The style `formality` asks for, where the model has a style prompt (Hy-MT2); elsewhere it is accepted, since
+    DeepL's clients send it, and ignored."""
+    style = formality(data)
+    return style if style and service.ready_translator().family.style else None
+
+
+@deepl_errors
+async def languages(request: Request) -> JSONResponse:
+    service: Service = request.app.state.service
+    data = await parsing.read_request(request, service.settings, service.limits)
+    kind = data.get("type", "source")
+    if kind not in ("source", "target"):
+        raise BadRequest("Value for 'type' not supported.", error_type="invalid_value")
+    translator = service.translator
+    formality = bool(translator is not None and translator.family.style)
+    return JSONResponse(language_list(kind == "target", formality))

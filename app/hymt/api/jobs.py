@@ -7,6 +7,7 @@ another key's job is a 404, as an unknown one is."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from ..errors import BadRequest, Cancelled, GenerationError, HymtError, Overload
 from ..languages import Language
 from ..store.jobs import JobRecord, JobState, JobStore
 from ..translation.jobs import Options
-from . import parsing, pipeline
+from . import glossaries, parsing, pipeline, usage
 from .service import Service
 from .worker import JobWorker
 
@@ -39,6 +40,7 @@ class Upload:
     source: Language | None
     target: Language
     options: Options
+    glossary_ids: list[object]  # stored glossaries to join the request's own terms (glossaries.ids_of)
 
 
 async def read(request: Request) -> tuple[Service, dict]:
@@ -63,6 +65,7 @@ def upload_of(data: dict, service: Service, source_field: str = "source", target
         parsing.language(data, source_field, allow_auto=True, default="auto"),
         parsing.language(data, target_field, allow_auto=False),
         options,
+        glossaries.ids_of(data),
     )
 
 
@@ -70,10 +73,13 @@ async def accept(request: Request, service: Service, upload: Upload, api: str) -
     """The document made a queued job: read after the hostile-file checks (its language detected where none is
     given), refused with 429 when the queue of unfinished documents would pass its bounds, then stored."""
     settings, store = service.settings, _store(request)
+    stored = await glossaries.stored_terms(request, upload.glossary_ids, upload.source, upload.target)
+    options = dataclasses.replace(upload.options, glossary=upload.options.glossary + stored)
+    await usage.check(request)
     ext = documents.extension(upload.file.filename or "", upload.file.content_type)
     content = await upload.file.read()
     name = documents.download_name(upload.file.filename or "", ext, upload.target.code)
-    opened = await pipeline.open_upload(settings, ext, name, content, upload.source, upload.target, upload.options)
+    opened = await pipeline.open_upload(settings, ext, name, content, upload.source, upload.target, options)
     texts = opened.prepared.texts
     _, segments, size = await run_in_threadpool(store.queued_totals)
     if segments + len(texts) > settings.max_queued_job_segments or size + len(content) > settings.max_queued_job_bytes:
@@ -91,7 +97,7 @@ async def accept(request: Request, service: Service, upload: Upload, api: str) -
             media_type=documents.media_type(ext),
             source=opened.source.code if opened.source else None,
             target=upload.target.code,
-            options=upload.options.to_json(),
+            options=options.to_json(),
             owner=caller.key_hash,
             client=caller.client,
             api=api,

@@ -12,8 +12,9 @@ from .. import documents
 from ..detect import Detection, detect
 from ..engine.sampling_params import Sampling
 from ..errors import BadRequest
-from ..languages import LANGUAGES
-from . import parsing, pipeline, preamble
+from ..languages import LANGUAGES, Language
+from ..translation.jobs import Options
+from . import glossaries, parsing, pipeline, preamble, usage
 from .alternatives import ALTERNATIVES_LIMIT, rank, translate_candidates
 from .bridge import run_to_end
 from .preamble import turn
@@ -49,7 +50,53 @@ async def translate(request: Request) -> JSONResponse:
         )
     sampling = Sampling(greedy=settings.greedy)
     sources, detections = await preamble.sources(service, quality, texts, source)
+    options = await glossaries.with_stored(request, data, options, source, target)
+    await usage.check(request)
+    usage.count(request, texts)
 
+    if fmt == "html" and not alternatives:
+        # The documents' path: links and inline tags kept, the safe form only as a last resort.
+        fragments = await pipeline.translate_fragments(
+            service, texts, sources, target, sampling, request, options, quality, turn(request)
+        )
+        results = [r.data for r in fragments.results]
+        fallbacks: int | None = sum(r.markup_fallbacks for r in fragments.results)
+        report = _fragments_report(fragments)
+        chosen = [[0]] * len(texts)
+        candidates: list[list[str]] = [results]
+    else:
+        results, chosen, candidates, fallbacks, report = await _translate(
+            service, request, texts, sources, target, sampling, options, quality, fmt, alternatives
+        )
+    body: dict = {"translatedText": results if as_list else results[0]}
+    if source is None:
+        found = [detected_json(d) for d in detections]
+        body["detectedLanguage"] = found if as_list else found[0]
+    if fallbacks is not None:
+        body["markup_fallback_segments"] = fallbacks
+    if report is not None:
+        body["glossary"] = report
+    if "alternatives" in data:
+        others = [[candidates[j][i] for j in order[1 : alternatives + 1]] for i, order in enumerate(chosen)]
+        body["alternatives"] = others if as_list else others[0]
+    return JSONResponse(body)
+
+
+async def _translate(
+    service: Service,
+    request: Request,
+    texts: list[str],
+    sources: list[Language | None],
+    target: Language,
+    sampling: Sampling,
+    options: Options,
+    quality: str,
+    fmt: str,
+    alternatives: int,
+) -> tuple[list[str], list[list[int]], list[list[str]], int | None, dict | None]:
+    """Plain texts, or HTML with alternatives (each candidate's fragments written back, the safe form where a
+    candidate lost the markup): the chosen translations, per text the candidates' order, the candidates, the
+    markup fallbacks and the glossary report."""
     if fmt == "html":
         docs = await pipeline.read_fragments(texts, target)
         items = [(text, src) for doc, src in zip(docs, sources) for text in doc.texts]
@@ -77,20 +124,23 @@ async def translate(request: Request) -> JSONResponse:
     results = [candidates[order[0]][i] for i, order in enumerate(chosen)]
     if fmt == "html":
         fallbacks = sum(fallbacks_of[order[0]][i] for i, order in enumerate(chosen))
-
-    body: dict = {"translatedText": results if as_list else results[0]}
-    if source is None:
-        found = [detected_json(d) for d in detections]
-        body["detectedLanguage"] = found if as_list else found[0]
-    if fallbacks is not None:
-        body["markup_fallback_segments"] = fallbacks
     report = _glossary_report(jobs, [order[0] for order in chosen], docs if fmt == "html" else None)
-    if report is not None:
-        body["glossary"] = report
-    if "alternatives" in data:
-        others = [[candidates[j][i] for j in order[1 : alternatives + 1]] for i, order in enumerate(chosen)]
-        body["alternatives"] = others if as_list else others[0]
-    return JSONResponse(body)
+    return results, chosen, candidates, fallbacks, report
+
+
+def _fragments_report(fragments: pipeline.Fragments) -> dict | None:
+    """The glossary report of texts translated as fragments: each text's first translation's misses, numbered by
+    text piece across all the texts, as one job of all the pieces would number them."""
+    applied = segments = offset = 0
+    misses: list[dict] = []
+    for result, job in zip(fragments.results, fragments.first_jobs):
+        report = job.glossary_report() if job else None
+        if report is not None:
+            applied += report["terms_applied"]
+            segments += report["segments_with_terms"]
+            misses += [{**miss, "document": miss["document"] + offset} for miss in report["misses"]]
+        offset += result.segments
+    return {"terms_applied": applied, "segments_with_terms": segments, "misses": misses} if applied else None
 
 
 def _glossary_report(jobs: list, chosen: list[int], docs) -> dict | None:

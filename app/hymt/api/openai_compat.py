@@ -20,6 +20,7 @@ from . import parsing, preamble, sse
 from .bridge import events_until_done, run_to_end, submit
 from .preamble import turn
 from .service import Service
+from .usage import check as check_quota, count as count_characters
 
 MODEL_NAME = "hunyuan-mt"
 MIN_TEMPERATURE = 0.01
@@ -131,6 +132,8 @@ async def chat_completions(request: Request):
     model, text, source, target, sampling, stream = _parse(data, service.settings)
     options, quality = parsing.options(data, service.settings), parsing.quality(data)
     (src,), _ = await preamble.sources(service, quality, [text], source)
+    await check_quota(request)
+    count_characters(request, [text])
     include_usage = _include_usage(data, stream)
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())

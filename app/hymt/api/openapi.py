@@ -12,23 +12,8 @@ from ..settings import Settings
 from ..store.jobs import JobState
 from ..tiers import TIERS_BY_NAME
 from .openai_compat import MODEL_NAME
-from .schemas import json_object, request_bodies
-
-
-def _error(schema: str, description: str, retry_after: bool = False) -> dict:
-    response = {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
-    }
-    if retry_after:
-        response["headers"] = {
-            "Retry-After": {
-                "required": True,
-                "description": "seconds to wait before trying again",
-                "schema": {"type": "string", "pattern": "^[0-9]+$"},
-            }
-        }
-    return response
+from .openapi_deepl import deepl_paths
+from .schemas import error_response, json_object, request_bodies
 
 
 def _file_response(description: str) -> dict:
@@ -91,29 +76,34 @@ JOB = json_object(
 )
 
 
-def _errors(schema: str, keys: bool, quality: bool = False) -> dict:
+def _errors(schema: str, keys: bool, quality: bool = False, glossary: bool = False, counted: bool = False) -> dict:
     errors = {
-        "400": _error(schema, "The request is malformed: invalid JSON or text, a missing or wrong field"),
-        "413": _error(schema, "The body is over HYMT_MAX_UPLOAD_BYTES"),
-        "415": _error(schema, "The content type is not accepted"),
-        "429": _error(
+        "400": error_response(schema, "The request is malformed: invalid JSON or text, a missing or wrong field"),
+        "413": error_response(schema, "The body is over HYMT_MAX_UPLOAD_BYTES"),
+        "415": error_response(schema, "The content type is not accepted"),
+        "429": error_response(
             schema,
             "Refused at once: the expected wait is over HYMT_MAX_QUEUE_WAIT_S, the queue is full, "
             "or a rate limit is reached",
             retry_after=True,
         ),
-        "503": _error(schema, "Starting, stopped or shutting down (draining)", retry_after=True),
+        "503": error_response(schema, "Starting, stopped or shutting down (draining)", retry_after=True),
     }
     if quality:
-        errors["422"] = _error(
+        errors["422"] = error_response(
             schema,
             "quality best asked where the server has no fusion model, or style or "
             "background where the model served has no official prompt for it, or both "
             "(the reason is said)",
         )
+    if glossary:
+        errors["404"] = error_response(schema, "A glossary_id that names no glossary of this key's")
+        errors["409"] = error_response(schema, "A glossary for other languages than the request's")
+    if counted:
+        errors["456"] = error_response(schema, "The key's characters of the month are used up (HYMT_CHARACTER_LIMIT)")
     if keys:
-        errors["401"] = _error(schema, "No API key (api_key or Authorization: Bearer)")
-        errors["403"] = _error(schema, "A wrong API key")
+        errors["401"] = error_response(schema, "No API key (api_key or Authorization: Bearer)")
+        errors["403"] = error_response(schema, "A wrong API key")
     return errors
 
 
@@ -142,12 +132,21 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     source, target, api_key_form = bodies.source, bodies.target, bodies.api_key_form
 
     def post(
-        summary: str, body: dict, ok: dict, errors: str = "Error", quality: bool = False, status: str = "200"
+        summary: str,
+        body: dict,
+        ok: dict,
+        errors: str = "Error",
+        quality: bool = False,
+        status: str = "200",
+        glossary: bool = True,
+        counted: bool = True,
     ) -> dict:
+        """`glossary`: the route takes glossary_id (404 among its answers); `counted`: its characters count
+        against HYMT_CHARACTER_LIMIT (456)."""
         operation = {
             "summary": summary,
             "requestBody": body,
-            "responses": {status: ok, **_errors(errors, keys, quality)},
+            "responses": {status: ok, **_errors(errors, keys, quality, glossary, counted)},
         }
         if keys:
             operation["security"] = [{"bearer": []}]
@@ -222,17 +221,17 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             },
         }
         operation = post(f"{summary}. Formats: {formats}", body, ok, status=status)["post"]
-        operation["responses"]["400"] = _error(
+        operation["responses"]["400"] = error_response(
             "Error",
             "A malformed form or field; a file its library cannot read "
             "(invalid_file); XML that declares entities (xml_entities)",
         )
-        operation["responses"]["413"] = _error("Error", too_large_file)
-        operation["responses"]["415"] = _error("Error", "Not a supported format (the message lists them)")
-        operation["responses"]["422"] = _error(
+        operation["responses"]["413"] = error_response("Error", too_large_file)
+        operation["responses"]["415"] = error_response("Error", "Not a supported format (the message lists them)")
+        operation["responses"]["422"] = error_response(
             "Error", "style or background where the model served has no official prompt for it, or both"
         )
-        operation["responses"]["429"] = _error("Error", queue_full, retry_after=True)
+        operation["responses"]["429"] = error_response("Error", queue_full, retry_after=True)
         return {"post": operation}
 
     # hymt's document jobs: read like any request with a key (a query string's api_key too), each job its key's
@@ -258,7 +257,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         POST's, no body to send."""
         common = _errors("Error", keys)
         for status in ("400", "413", "415"):
-            common[status] = _error(
+            common[status] = error_response(
                 "Error",
                 {
                     "400": "A query string that is not UTF-8 text, or a malformed body",
@@ -277,7 +276,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             operation["security"] = [{"bearer": []}]
         return operation
 
-    not_found = _error(
+    not_found = error_response(
         "Error", "No such job: unknown, expired (HYMT_FILE_RETENTION_S after it ended), or another key's"
     )
     job_links = {
@@ -302,18 +301,20 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     def deepl_operation(summary: str, operation_id: str, body: dict, ok: dict, errors: dict) -> dict:
         responses = {
             "200": ok,
-            "400": _error("DeepLError", errors.pop("400")),
-            "413": _error("DeepLError", errors.pop("413", "A body over HYMT_MAX_UPLOAD_BYTES")),
-            "429": _error("DeepLError", errors.pop("429", "A rate limit is reached"), retry_after=True),
+            "400": error_response("DeepLError", errors.pop("400")),
+            "413": error_response("DeepLError", errors.pop("413", "A body over HYMT_MAX_UPLOAD_BYTES")),
+            "429": error_response("DeepLError", errors.pop("429", "A rate limit is reached"), retry_after=True),
         }
         forbidden = ["no API key, or a wrong one"] if keys else []
         if "403" in errors:
             forbidden.append(errors.pop("403"))
         if forbidden:
             said = "; ".join(forbidden)
-            responses["403"] = _error("DeepLError", said[0].upper() + said[1:])
+            responses["403"] = error_response("DeepLError", said[0].upper() + said[1:])
         for status, description in errors.items():
-            responses[status] = description if isinstance(description, dict) else _error("DeepLError", description)
+            responses[status] = (
+                description if isinstance(description, dict) else error_response("DeepLError", description)
+            )
         operation = {"summary": summary, "operationId": operation_id, "requestBody": body, "responses": responses}
         if keys:
             operation["security"] = [{"deepl": []}, {"bearer": []}]
@@ -370,10 +371,12 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         {
             "400": "A malformed form; a missing or unsupported field (target_lang, source_lang, formality, "
             f"output_format); {bad_file}",
-            "404": "A glossary_id: no stored glossaries exist here",
+            "404": "A glossary_id that names no glossary of this key's",
+            "409": "A glossary for other languages than the document's",
             "413": too_large_file,
+            "456": "The key's characters of the month are used up (HYMT_CHARACTER_LIMIT)",
             "429": queue_full,
-            "503": _error("DeepLError", "Starting, stopped or shutting down (draining)", retry_after=True),
+            "503": error_response("DeepLError", "Starting, stopped or shutting down (draining)", retry_after=True),
         },
     )
     deepl_status = deepl_operation(
@@ -403,7 +406,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
             "403": "a wrong document_key",
             "404": f"{no_document}; its file no longer kept",
             # DeepL's answer to a result asked for too soon; its clients wait for the status to be done first.
-            "503": _error("DeepLError", "The document is not translated yet (queued or translating)"),
+            "503": error_response("DeepLError", "The document is not translated yet (queued or translating)"),
         },
     )
     deepl_result["post"]["parameters"] = [document_id]
@@ -482,6 +485,8 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     {"q": example_text},
                 ),
                 ok("[{language, confidence}] (confidence in percent)", {"type": "array", "items": detected}),
+                glossary=False,
+                counted=False,
             ),
             "/languages": {"get": languages, "post": languages},
             "/frontend/settings": {
@@ -511,7 +516,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                         },
                         {"q": EXAMPLE_TEXT, "s": "Hallo, Welt!", "source": "en", "target": EXAMPLE_TARGET},
                     ),
-                    "responses": {"403": _error("Error", "Suggestions are disabled on this server.")},
+                    "responses": {"403": error_response("Error", "Suggestions are disabled on this server.")},
                 }
             },
             "/api/translate": post(
@@ -549,6 +554,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 ),
                 errors="OpenAIError",
                 quality=True,
+                glossary=False,
             ),
             "/translate_file": file_post(
                 "Translate a document (LibreTranslate API): the answer's translatedFileUrl downloads the result",
@@ -602,7 +608,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     ],
                     "responses": {
                         "200": _file_response("the file, as the media type of its format"),
-                        "404": _error("Error", "No such file, or no longer kept"),
+                        "404": error_response("Error", "No such file, or no longer kept"),
                     },
                 }
             },
@@ -636,10 +642,10 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                     "getJobResult",
                     _file_response("the translated file, as the media type of its format"),
                     {
-                        "404": _error(
+                        "404": error_response(
                             "Error", "No such job (unknown, expired, another key's), or its file no longer kept"
                         ),
-                        "409": _error(
+                        "409": error_response(
                             "Error",
                             "The job is not done: queued or translating (not_ready), or failed or cancelled "
                             "(no_result)",
@@ -732,4 +738,7 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
                 "HYMT_API_KEYS (or the form field auth_key)",
             },
         }
+    deepl_text_paths, deepl_schemas = deepl_paths(settings, keys)
+    spec["paths"].update(deepl_text_paths)
+    spec["components"]["schemas"].update(deepl_schemas)
     return spec

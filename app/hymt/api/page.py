@@ -15,7 +15,7 @@ from starlette.types import Scope
 
 from ..engine.sampling_params import Sampling
 from ..errors import HymtError
-from . import parsing, preamble, sse
+from . import glossaries, parsing, preamble, sse, usage
 from .bridge import candidates_done, events_until_done, queue_candidates, run_to_end, submit, submit_fusion
 from .libre import detected_json
 from .preamble import turn
@@ -46,6 +46,9 @@ async def translate(request: Request) -> Response:
     sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
     options, quality = parsing.options(data, settings), parsing.quality(data)
     (src,), (found,) = await preamble.sources(service, quality, [text], source)
+    options = await glossaries.with_stored(request, data, options, source, target)
+    await usage.check(request)
+    usage.count(request, [text])
     detected = detected_json(found) if found else None
     if not parsing.flag(data, "stream"):
         job = await run_to_end(service, [(text, src)], target, sampling, request, options, quality, turn(request))

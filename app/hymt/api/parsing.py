@@ -227,7 +227,7 @@ def _check_api_key(data: dict, request: Request, settings: Settings) -> tuple[in
     with every configured key in constant time, so timing tells nothing about how much of it was right."""
     key = data.get("api_key")
     if key is None:  # absent or null (Mastodon without a key configured): no key, as LibreTranslate reads it
-        key = data.get("auth_key") or ""
+        key = data.get("auth_key", "")
     if not isinstance(key, str):
         raise BadRequest("api_key must be a string or null", error_type="invalid_type")
     if not settings.api_keys:

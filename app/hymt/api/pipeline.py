@@ -5,6 +5,8 @@ the translations' own events), and finish the file off the event loop again."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,6 +86,63 @@ async def translate(
     through = resume(through_translator) if resume else through_translator
     translated = await translate_document(upload.prepared.texts, through, on_progress)
     return await run_in_threadpool(documents.finish, upload.prepared, translated.texts, translated.paths)
+
+
+FragmentReader = Callable[[str, str], documents.Extraction[str]]  # (text, target code) -> its extraction
+
+
+@dataclass
+class Fragments:
+    """Texts with markup translated as documents are: each written back, and what it reports."""
+
+    results: list[documents.Result[str]]
+    first_jobs: list[Job | None]  # per text, its first translation (its glossary report); None: no words in it
+
+
+async def translate_fragments(
+    service: Service,
+    texts: list[str],
+    sources: list[Language | None],
+    target: Language,
+    sampling: Sampling,
+    request: Request | None,
+    options: Options,
+    quality: str,
+    turn: bridge.Turn,
+    read: FragmentReader = html_documents.read_fragment,
+) -> Fragments:
+    """Texts with markup (`format: html` on /translate; DeepL's tag_handling) the way documents take them: inline
+    tags kept as markers, a text that lost them sent again with the stricter prompt, then run by run, and only then
+    the safe form (documents.translate). The texts run side by side, each as interactive work of its own."""
+    fragments = await run_in_threadpool(lambda: [documents.prepare(read(t, target.code)) for t in texts])
+    options = dataclasses.replace(options, formatted=True)
+
+    async def one(
+        fragment: documents.Prepared[str], source: Language | None
+    ) -> tuple[documents.Result[str], Job | None]:
+        jobs: list[Job] = []
+
+        async def through(pieces: list[str], on_text: OnText | None) -> list[str]:
+            job = await bridge.run_to_end(
+                service, [(p, source) for p in pieces], target, sampling, request, options, quality, turn
+            )
+            jobs.append(job)
+            return job.texts()
+
+        translated = await translate_document(fragment.texts, through) if fragment.texts else None
+        result = await run_in_threadpool(
+            documents.finish, fragment, translated.texts if translated else [], translated.paths if translated else None
+        )
+        return result, (jobs[0] if jobs else None)
+
+    tasks = [asyncio.ensure_future(one(f, s)) for f, s in zip(fragments, sources)]
+    try:
+        done = await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:  # one failed (or the client left): the others' work is not wanted either
+            task.cancel()
+        raise
+    return Fragments([r for r, _ in done], [j for _, j in done])
 
 
 async def read_fragments(texts: list[str], target: Language) -> list[documents.Prepared[str]]:

@@ -38,6 +38,23 @@ def deepl_language_codes() -> list[str]:
     return list(dict.fromkeys([*(code.upper() for code in [*codes, *CODES]), *codes]))
 
 
+def error_response(schema: str, description: str, retry_after: bool = False) -> dict:
+    """An error answer: its description, the body as the named component schema, and Retry-After where it says."""
+    response = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+    if retry_after:
+        response["headers"] = {
+            "Retry-After": {
+                "required": True,
+                "description": "seconds to wait before trying again",
+                "schema": {"type": "string", "pattern": "^[0-9]+$"},
+            }
+        }
+    return response
+
+
 def json_object(properties: dict, required: list[str], **extra) -> dict:
     return {"type": "object", "properties": properties, "required": required, **extra}
 
@@ -90,10 +107,9 @@ class Bodies:
     deepl_document: dict  # content by media type: the body naming a document (status, result)
 
 
-def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> Bodies:
-    """`best`: whether quality best is offered; `offered`: which of style and background the model served has
-    official prompts for."""
-    codes = language_codes()
+def text_schemas(settings: Settings) -> tuple[dict, dict, dict]:
+    """A text to translate (not blank), any text, and a text or a list of them (at least one not blank), within the
+    limits of HYMT_MAX_CHARS and HYMT_MAX_TEXTS."""
     text = {"type": "string", "maxLength": settings.max_chars, "pattern": NONBLANK}
     any_text = {"type": "string", "maxLength": settings.max_chars}
     texts = {
@@ -104,6 +120,14 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
         "description": f"a text, or a list of up to {settings.max_texts} (at least one not blank); "
         f"{settings.max_chars} characters each at most",
     }
+    return text, any_text, texts
+
+
+def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> Bodies:
+    """`best`: whether quality best is offered; `offered`: which of style and background the model served has
+    official prompts for."""
+    codes = language_codes()
+    text, any_text, texts = text_schemas(settings)
     target = {"type": "string", "enum": codes, "description": "language code (see /languages) or alias"}
     source = {"type": "string", "enum": ["auto", *codes], "default": "auto"}
     api_key = {
@@ -155,7 +179,12 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
     )
     # In a form every value is text: context "true" or "false". A form's glossary is a JSON string of the list,
     # which a schema cannot describe exactly, so it is said in words only.
+    stored_glossary = {
+        "description": "a stored glossary (/v2/glossaries) whose terms join `glossary`'s: its target must be the "
+        "request's, and its source the request's where one is given (else a 409); an unknown id is a 404",
+    }
     quality_form = {
+        "glossary_id": {"type": "string", **stored_glossary},
         "context": {"type": "string", "enum": ["true", "false"]},
         "quality": quality_fields["quality"],
         **instructions_form,
@@ -175,6 +204,7 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
             },
             "api_key": api_key,
             **quality_fields,
+            "glossary_id": {"type": ["string", "null"], **stored_glossary},
         },
         ["q", "target"],
         **one_instruction,
@@ -209,6 +239,7 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
             "stream": {"type": "boolean"},
             "greedy": {"type": "boolean"},
             **quality_fields,
+            "glossary_id": {"type": ["string", "null"], **stored_glossary},
         },
         ["text", "target"],
         **one_instruction,
@@ -274,12 +305,12 @@ def request_bodies(settings: Settings, best: bool, offered: frozenset[str]) -> B
         "formality": {
             "type": "string",
             "enum": ["", *FORMALITIES],
-            "description": "accepted as DeepL's clients send it, and ignored: no model served has a formality prompt",
+            "description": "more / less: the style prompt's formal / informal where the model has one; accepted "
+            "and ignored elsewhere",
         },
         "glossary_id": {
             "type": "string",
-            "maxLength": 0,
-            "description": "a stored DeepL glossary: none exist here, so any id is a 404 (Glossary not found)",
+            "description": "a stored glossary (/v2/glossaries) for the document's languages; empty: none",
         },
         "auth_key": deepl_key,
     }

@@ -27,6 +27,7 @@ from ..store.jobs import JobRecord, JobStore
 from ..translation.jobs import Options
 from . import pipeline
 from .service import Service
+from .usage import UsageMeter
 
 log = logging.getLogger("hymt.jobs")
 
@@ -115,8 +116,8 @@ class Resumable:
 
 
 class JobWorker:
-    def __init__(self, service: Service, store: JobStore):
-        self.service, self.store = service, store
+    def __init__(self, service: Service, store: JobStore, usage: UsageMeter):
+        self.service, self.store, self.usage = service, store, usage
         self.progress: dict[str, Progress] = {}  # by job id, while it runs
         self.draining = False
         self._tasks: dict[str, asyncio.Task] = {}
@@ -243,7 +244,8 @@ class JobWorker:
                 self.service, upload, None, on_progress, record.client, resume=resumable.wrap
             )
             await run_in_threadpool(self.store.progress, job_id, progress.total, progress.total)
-            await run_in_threadpool(self.store.finish, job_id, result.data, pipeline.report_json(result))
+            if await run_in_threadpool(self.store.finish, job_id, result.data, pipeline.report_json(result)):
+                self.usage.add(record.owner or "", record.billed_characters)
         except asyncio.CancelledError:
             pass  # cancelled by its owner (the store says so) or stopped by a drain (resumed at the next start)
         except HymtError as exc:

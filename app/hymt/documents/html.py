@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import cast
 
 import lxml.html
@@ -18,7 +19,7 @@ from lxml import etree
 from .base import NOT_XML, Data, Extraction, each_translated
 from .guard import parser as xml_parser
 from .inline import Item, plain
-from .xmlinline import items_of, localname, replace_run
+from .xmlinline import Classify, items_of, localname, replace_run
 
 INLINE = {
     "a",
@@ -82,16 +83,38 @@ XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 Writer = Callable[[list[Item]], None]  # puts one segment's translated items in place
 
 
-def _no_translate(el: etree._Element) -> bool:
-    return el.get("translate", "").lower() == "no" or "notranslate" in el.get("class", "").split()
+@dataclass(frozen=True)
+class Rules:
+    """How a markup's elements read: which ones hold sentences apart (blocks, the rest being inline), which inline
+    ones are translated inside the sentence ("tag") or carried whole ("void"), and which are left as they are."""
+
+    inline: Callable[[etree._Element], bool]
+    classify: Classify
+    no_translate: Callable[[etree._Element], bool]  # left as it is, its attributes too
+    skip: frozenset[str] = frozenset()  # blocks passed over (their attributes are still read)
+    html: bool = True  # HTML's own readings too: a title's text, and the attributes people read
 
 
-def _is_inline(el: etree._Element) -> bool:
-    return not isinstance(el.tag, str) or localname(el) in INLINE or localname(el) in OPAQUE
+def html_rules(ignore: frozenset[str] = frozenset()) -> Rules:
+    """HTML's reading, with the elements named in `ignore` (DeepL's ignore_tags) left as they are too."""
+
+    def no_translate(el: etree._Element) -> bool:
+        return (
+            el.get("translate", "").lower() == "no"
+            or "notranslate" in el.get("class", "").split()
+            or (isinstance(el.tag, str) and localname(el) in ignore)
+        )
+
+    def inline(el: etree._Element) -> bool:
+        return not isinstance(el.tag, str) or localname(el) in INLINE or localname(el) in OPAQUE
+
+    def classify(el: etree._Element) -> str:
+        return "tag" if isinstance(el.tag, str) and localname(el) in INLINE and not no_translate(el) else "void"
+
+    return Rules(inline, classify, no_translate, frozenset(SKIP))
 
 
-def _classify(el: etree._Element) -> str:
-    return "tag" if isinstance(el.tag, str) and localname(el) in INLINE and not _no_translate(el) else "void"
+HTML = html_rules()
 
 
 def _attribute_writer(el: etree._Element, name: str) -> Writer:
@@ -99,14 +122,17 @@ def _attribute_writer(el: etree._Element, name: str) -> Writer:
     return lambda items: el.set(name, plain(items))
 
 
-class _Collector:
-    def __init__(self) -> None:
+class Collector:
+    """The segments of a tree as `rules` read it, and how each is written back."""
+
+    def __init__(self, rules: Rules = HTML) -> None:
+        self.rules = rules
         self.segments: list[list[Item]] = []
         self.writers: list[Writer] = []
 
     def attributes(self, root: etree._Element) -> None:
         for el in root.iter():
-            if not isinstance(el.tag, str) or _no_translate(el):
+            if not isinstance(el.tag, str) or self.rules.no_translate(el):
                 continue
             for name in ATTRIBUTES:
                 value = el.get(name, "")
@@ -116,15 +142,15 @@ class _Collector:
 
     def block(self, el: etree._Element) -> None:
         """The runs of inline content in a block, split at its block children (each visited in turn)."""
-        if not isinstance(el.tag, str) or localname(el) in SKIP or _no_translate(el):
+        if not isinstance(el.tag, str) or localname(el) in self.rules.skip or self.rules.no_translate(el):
             return
-        if localname(el) == "title":
+        if self.rules.html and localname(el) == "title":
             self._run(el, None, [])
             return
         anchor: etree._Element | None = None
         run: list[etree._Element] = []
         for child in list(el):
-            if _is_inline(child):
+            if self.rules.inline(child):
                 run.append(child)
                 continue
             self._run(el, anchor, run)
@@ -134,7 +160,7 @@ class _Collector:
 
     def _run(self, parent: etree._Element, anchor: etree._Element | None, run: list[etree._Element]) -> None:
         text = parent.text if anchor is None else anchor.tail
-        items = items_of(text, run, _classify, collapse=True)
+        items = items_of(text, run, self.rules.classify, collapse=self.rules.html)
         self.segments.append(items)
 
         def write(new_items: list[Item]) -> None:
@@ -177,9 +203,9 @@ def read(data: bytes, target: str) -> Extraction[bytes]:
     )
 
 
-def _page(root: etree._Element) -> _Collector:
+def _page(root: etree._Element) -> Collector:
     """A whole page: its attributes, the head's title, and the blocks of the rest."""
-    collector = _Collector()
+    collector = Collector()
     collector.attributes(root)
     for part in root:
         if localname(part) == "head":
@@ -190,13 +216,13 @@ def _page(root: etree._Element) -> _Collector:
     return collector
 
 
-def read_fragment(text: str, target: str) -> Extraction[str]:
+def read_fragment(text: str, target: str, rules: Rules = HTML) -> Extraction[str]:
     """An HTML fragment (the /translate API's format: html); written back as a fragment, nothing added."""
     text = NOT_XML.sub("", text)
     if not text.strip():
         return Extraction([], lambda outcomes: text)
     wrapper: etree._Element = lxml.html.fragment_fromstring(text, create_parent="div")
-    collector = _Collector()
+    collector = Collector(rules)
     collector.attributes(wrapper)
     collector.block(wrapper)
 

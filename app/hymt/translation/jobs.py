@@ -14,7 +14,7 @@ from typing import Protocol
 from .. import cleanup, segment
 from ..engine.requests import Priority, Request
 from ..errors import Cancelled, HymtError
-from ..glossary import Term, parse_request
+from ..glossary import Term
 from ..languages import Language
 
 
@@ -43,6 +43,7 @@ class Options:
     formatted: bool = False  # the texts carry inline markup markers (documents) that the translation must keep
     style: str | None = None  # the translation's style, for a model with an official style prompt (Hy-MT2)
     background: str | None = None  # background information, for a model with an official prompt for it
+    preceding: str | None = None  # text before the texts, the client's (DeepL's context): context, not translated
 
     def to_json(self) -> str:
         """The options a stored document job keeps (the glossary, context, style, background), as JSON text."""
@@ -60,7 +61,8 @@ class Options:
     def from_json(cls, text: str) -> Options:
         data = json.loads(text)
         return cls(
-            glossary=tuple(parse_request(data["glossary"])),
+            # Checked when the job was accepted; a stored glossary's entries may be more than a request's own.
+            glossary=tuple(Term(t["source"], t["target"]) for t in data["glossary"]),
             context=data["context"],
             style=data["style"],
             background=data["background"],

@@ -84,7 +84,9 @@ class Prompter:
             marked = options.formatted and prompts.has_markers(text)
             terms = [] if marked else glossary.applicable(entries[key], text)
             instructed = terms or marked or options.style or options.background
-            context = self._context(documents[d], s, count) if options.context and not instructed else ""
+            context = (
+                self._context(documents[d], s, count, options.preceding) if options.context and not instructed else ""
+            )
             message = prompts.segment_message(
                 self.family,
                 source,
@@ -173,15 +175,19 @@ class Prompter:
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
 
-    def _context(self, document: segment.Document, index: int, count: Callable[[str], int]) -> str:
-        """The segments before this one in its document, newest first, as many as fit HYMT_CONTEXT_TOKENS; only
-        source text, so that the segments of a document still run side by side in one batch (HY-MT1.5's context
-        prompt asks the model not to translate the text above, which is what source text is)."""
-        if not (self.family.context and self.settings.context and index > 0):
+    def _context(
+        self, document: segment.Document, index: int, count: Callable[[str], int], preceding: str | None = None
+    ) -> str:
+        """The segments before this one in its document, after the client's own preceding text (its lines), newest
+        first, as many as fit HYMT_CONTEXT_TOKENS; only source text, so that the segments of a document still run
+        side by side in one batch (HY-MT1.5's context prompt asks the model not to translate the text above, which
+        is what source text is)."""
+        before = (preceding or "").splitlines() + document.segments[:index]
+        if not (self.family.context and self.settings.context and before):
             return ""
         chosen: list[str] = []
         left = self.settings.context_tokens
-        for text in reversed(document.segments[:index]):
+        for text in reversed(before):
             text = text.strip()
             if not text:
                 continue
