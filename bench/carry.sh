@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What the standard benchmark needs on the GPU machine, which reaches no registry: the wheels hymt imports that its
-# image lacks (in .whl/) and llama.cpp's binaries and converter (in .llama/), 59 MB together, under the 64 MiB a
-# device call carries with the working tree. transformers is cut to the model code hymt loads (13 MB to 2 MB) and
-# bitsandbytes to its CUDA 13 library (43 MB to 3.6 MB); srt and gemlite come as sources only and are built here.
+# image lacks (in .whl/) and llama.cpp's binaries and converter (in .llama/), 62 MB together, just under the 64 MiB a
+# device call carries with the (compressed) working tree. transformers is cut to the model code hymt loads (13 MB to
+# 2 MB), bitsandbytes to its CUDA 13 library (43 MB to 3.6 MB) and wordfreq to the lists detection reads (57 MB to
+# 3.5 MB); srt, gemlite and openapi-ui-bundles come as sources only and are built here.
 # gemlite serves bench/kernels.py's comparison only, and torchao too, carried only with KERNELS=1 (3.4 MB that,
 # beside llama.cpp's files, takes the call over its limit).
 #
@@ -20,8 +21,9 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
   -d .whl transformers==5.23.0 bitsandbytes==0.50.2 humming-kernels==0.1.19 starlette==1.10.0 uvicorn==0.54.0 \
   python-multipart==0.0.34 sentencex==1.0.32 py3langid==0.4.0 hanzidentifier==1.3.0 webvtt-py==0.6.0 \
   python-docx==1.2.0 python-pptx==1.0.2 openpyxl==3.1.5 et-xmlfile==2.0.0 polib==1.2.0 ebooklib==0.20 \
-  zhon==2.1.1 xlsxwriter==3.3.1 ${KERNELS:+torchao==0.18.0}
-$py -m pip wheel -q --no-deps -w .whl srt==3.5.3 gemlite==0.6.0.post2
+  zhon==2.1.1 xlsxwriter==3.3.1 wordfreq==3.1.1 ftfy==6.3.1 langcodes==3.5.1 locate==1.1.1 msgpack==1.2.4 \
+  wcwidth==0.9.4 ${KERNELS:+torchao==0.18.0}
+$py -m pip wheel -q --no-deps -w .whl srt==3.5.3 gemlite==0.6.0.post2 openapi-ui-bundles==0.3.0
 
 work=$(mktemp -d)
 root=$PWD
@@ -41,6 +43,8 @@ rewheel 'transformers-*.whl' 'for d in transformers/models/*/; do case $(basenam
 # bitsandbytes: the CUDA 13 and CPU libraries only.
 rewheel 'bitsandbytes-*.whl' "find bitsandbytes -maxdepth 1 -name 'libbitsandbytes_*.so' ! -name '*_cuda130.so' \
   ! -name '*_cpu.so' -delete"
+# wordfreq: the small word lists detect.py reads (4 MB of its 57).
+rewheel 'wordfreq-*.whl' "find wordfreq/data -type f ! -regex '.*/small_\\(en\\|fr\\|pt\\|es\\|tr\\|it\\|de\\|vi\\|ms\\|id\\|pl\\|cs\\|nl\\|ru\\|uk\\|ar\\|fa\\|ur\\|hi\\|fil\\)\\.msgpack\\.gz' -delete"
 
 cp "$anchors"/llama-bin-sm90.tar.xz.part* "$anchors"/to_gguf.py .llama/
 tar xJf "$anchors/llama-src.tar.xz" -C "$work" ./convert_hf_to_gguf.py ./conversion ./gguf-py ./LICENSE
