@@ -33,7 +33,7 @@ def before_load_schema(context, raw_schema) -> None:
     where it would send a text of no letters, which needs none), several times the run; tests/server/test_docs.py
     checks the examples against their schemas and the server instead."""
     for item in raw_schema.get("paths", {}).values():
-        for operation in item.values():
+        for operation in (value for value in item.values() if isinstance(value, dict)):  # not its parameters
             for content in operation.get("requestBody", {}).get("content", {}).values():
                 content.pop("example", None)
                 for field in content.get("schema", {}).get("properties", {}).values():

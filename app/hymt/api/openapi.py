@@ -190,11 +190,15 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
     )
 
     # A document's form as /docs shows it, which fills each field with a sample (sent unless emptied): an example
-    # target; empty (so left out) the key fields, whose header Authorize sets, and DeepL's glossary_id; readOnly (not
-    # sent) the instructions the model has no prompt for, which the server refuses whatever they hold.
+    # target; empty (so left out) the key fields, whose header Authorize sets, and glossary_id; readOnly (not sent)
+    # the instructions the model has no prompt for, which the server refuses whatever they hold.
     empty = {"examples": [""]}
     document_options = {
-        name: {**field, "readOnly": True} if name in ("style", "background") and name not in offered else field
+        name: {**field, "readOnly": True}
+        if name in ("style", "background") and name not in offered
+        else {**field, **empty}
+        if name == "glossary_id"
+        else field
         for name, field in bodies.document_form.items()
     }
 
