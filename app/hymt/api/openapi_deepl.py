@@ -98,6 +98,8 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
         description="a form; its fields may be sent in the query string instead",
         **one_glossary,
     )
+    # What /docs fills in to try it out (each valid against its schema: tests/server/test_docs.py).
+    translate_example = {"text": "Hello, world!"[: settings.max_chars], "target_lang": "DE"}
     forbidden = ["403"] if keys else []
 
     def responses(ok: dict | None, errors: dict[str, str | dict]) -> dict:
@@ -155,8 +157,8 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
         requestBody={
             "required": True,
             "content": {
-                "application/json": {"schema": translate_json},
-                "application/x-www-form-urlencoded": {"schema": translate_form},
+                "application/json": {"schema": translate_json, "example": translate_example},
+                "application/x-www-form-urlencoded": {"schema": translate_form, "example": translate_example},
             },
         },
     )
@@ -252,6 +254,13 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
         ["name", "source_lang", "target_lang", "entries"],
         oneOf=by_format,
     )
+    glossary_example = {
+        "name": "Hardware",
+        "source_lang": "EN",
+        "target_lang": "DE",
+        "entries": "GPU\tGrafikkarte\ndriver\tTreiber\n",
+        "entries_format": "tsv",
+    }
     info = {"$ref": "#/components/schemas/DeepLGlossary"}
     glossary_id_param = {
         "name": "glossary_id",
@@ -292,8 +301,8 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
             requestBody={
                 "required": True,
                 "content": {
-                    "application/json": {"schema": glossary_body},
-                    "application/x-www-form-urlencoded": {"schema": glossary_body},
+                    "application/json": {"schema": glossary_body, "example": glossary_example},
+                    "application/x-www-form-urlencoded": {"schema": glossary_body, "example": glossary_example},
                 },
             },
         ),
