@@ -108,13 +108,14 @@ async def upload(request: Request) -> JSONResponse:
     source = language(data, "source_lang", required=False)
     target = language(data, "target_lang", required=True)
     assert target is not None  # required
-    form = {
-        "file": file,
-        "source": source.code if source else "auto",
-        "target": target.code,
-        "glossary_id": data.get("glossary_id"),
-        "glossary_ids": data.get("glossary_ids"),
-    }
+    form = parsing.FormData(  # hymt's document form, read as a form is (glossary_ids comma-separated)
+        {
+            "file": file,
+            "source": source.code if source else "auto",
+            "target": target.code,
+            **{name: data[name] for name in ("glossary_id", "glossary_ids") if name in data},
+        }
+    )
     style = formality_style(data, service)
     if style is not None:
         form["style"] = style

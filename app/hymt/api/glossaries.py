@@ -49,10 +49,11 @@ async def owned(request: Request, glossary_id: object) -> GlossaryRecord:
 
 
 def ids_of(data: dict) -> list[object]:
-    """The glossary ids a translation request names: `glossary_id` (empty: none), or DeepL's `glossary_ids` (a
-    list, or in a form one field given several times or comma-separated; empty: none)."""
+    """The glossary ids a translation request names: `glossary_id` (empty or null: none), or DeepL's
+    `glossary_ids` (a list, or in a form one field given several times or comma-separated; empty or null: none);
+    not both fields, whatever their values."""
     single, many = data.get("glossary_id"), data.get("glossary_ids")
-    if single is not None and many is not None:
+    if "glossary_id" in data and "glossary_ids" in data:
         raise BadRequest("glossary_id and glossary_ids cannot be combined.", error_type="invalid_value")
     if single not in (None, ""):
         return [single]

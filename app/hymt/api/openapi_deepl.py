@@ -37,7 +37,7 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
     }
     auth_key = {"type": "string", "description": "DeepL's older way to send the key (or Authorization)"}
 
-    def translate_fields(flag: dict, many: dict) -> dict:
+    def translate_fields(flag: dict, many: dict, one: dict) -> dict:
         return {
             "text": texts,
             "target_lang": target_lang,
@@ -70,7 +70,7 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
                 "description": "more / less: the style prompt's formal / informal where the model has one; "
                 "accepted and ignored elsewhere",
             },
-            "glossary_id": glossary_id,
+            "glossary_id": one,
             "glossary_ids": many,
             "auth_key": auth_key,
         }
@@ -80,7 +80,8 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
     translate_json = json_object(
         translate_fields(
             {"type": "boolean"},
-            {"type": "array", "items": {"type": "string"}, "maxItems": MAX_GLOSSARIES},
+            {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": MAX_GLOSSARIES},
+            {**glossary_id, "type": ["string", "null"]},
         ),
         ["text", "target_lang"],
         **one_glossary,
@@ -93,6 +94,7 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
                 "pattern": f"^[^,]*(,[^,]*){{0,{MAX_GLOSSARIES - 1}}}$",
                 "description": f"up to {MAX_GLOSSARIES} ids, comma-separated; empty: none",
             },
+            glossary_id,
         ),
         ["text", "target_lang"],
         description="a form; its fields may be sent in the query string instead",
