@@ -170,6 +170,7 @@ def test_keys_are_checked(server):
         ({"text": ["Hi"], "target_lang": "DE", "tag_handling": "json"}, 400, "tag_handling"),
         ({"text": ["Hi"], "target_lang": "DE", "split_sentences": "2"}, 400, "split_sentences"),
         ({"text": ["Hi"], "target_lang": "DE", "formality": "very"}, 400, "formality"),
+        ({"text": ["Hi"], "target_lang": "DE", "formality": {"a": 1}}, 400, "formality"),
         ({"text": ["Hi"], "target_lang": "DE", "preserve_formatting": "1"}, 400, "preserve_formatting"),
         ({"text": ["Hi"], "target_lang": "DE", "glossary_id": "g", "glossary_ids": []}, 400, "combined"),
         (

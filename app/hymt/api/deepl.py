@@ -169,7 +169,7 @@ def formality(data: dict) -> str | None:
     value = data.get("formality")
     if value in (None, ""):
         return None
-    if value not in FORMALITIES:
+    if not isinstance(value, str) or value not in FORMALITIES:
         raise BadRequest("Value for 'formality' not supported.", error_type="invalid_value")
     return FORMALITIES[value]
 
