@@ -77,12 +77,17 @@ def deepl_paths(settings: Settings, keys: bool) -> tuple[dict, dict]:
 
     # Not both glossary_id and glossary_ids (the server refuses the two together, even empty).
     one_glossary = {"not": {"required": ["glossary_id", "glossary_ids"]}}
+    json_fields = translate_fields(
+        {"type": "boolean"},
+        {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": MAX_GLOSSARIES},
+        {**glossary_id, "type": ["string", "null"]},
+    )
+    # In JSON a null option is the option left out (the key's field aside: a null key is refused).
     translate_json = json_object(
-        translate_fields(
-            {"type": "boolean"},
-            {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": MAX_GLOSSARIES},
-            {**glossary_id, "type": ["string", "null"]},
-        ),
+        {
+            name: field if name in ("text", "target_lang", "auth_key") else {"anyOf": [field, {"type": "null"}]}
+            for name, field in json_fields.items()
+        },
         ["text", "target_lang"],
         **one_glossary,
     )
