@@ -1,7 +1,8 @@
 # hymt: Hunyuan-MT-7B behind a web page and an HTTP API, on whatever NVIDIA GPU the host has.
-# CUDA 12.8 runtime: runs on drivers >= 570, which current consumer and data-centre drivers are.
+# CUDA 13.0 runtime (drivers >= 580) with torch 2.11.0's CUDA 13.0 build: the versions the committed standard run
+# measured (bench/results/standard.json's environment; tests/unit/test_pins.py fails when they part).
 # CUDA_IMAGE is the base: the tests build on a local Debian image standing in for it (tests/system/test_image.py).
-ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
+ARG CUDA_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 # A checkpoint directory on disk, baked instead of MODEL_ID's download:
 #   docker build --build-context model=/path/to/checkpoint --build-arg MODEL_ID= .
@@ -34,11 +35,12 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
 
-# A CUDA 12.8 build of torch (PyPI's default build needs a newer driver; its FlashAttention-2 kernels serve the
-# engine's attention), then the pinned dependencies, bitsandbytes and humming-kernels included. These layers change only
-# when pyproject.toml does.
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
-RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0
+# torch's CUDA 13.0 build (its FlashAttention-2 kernels serve the engine's attention), then the pinned dependencies,
+# bitsandbytes and humming-kernels included. These layers change only when pyproject.toml does. The image test, which
+# has no GPU, builds with the CPU wheel its tests run (TORCH_VERSION and TORCH_INDEX_URL as build arguments).
+ARG TORCH_VERSION=2.11.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
+RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 COPY pyproject.toml /src/pyproject.toml
 RUN python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['gpu']))" > /tmp/requirements.txt \

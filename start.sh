@@ -45,14 +45,19 @@ wait_healthy() {  # $1: command printing the probe's answer (its first word the 
 }
 
 # --- natively, under the same supervisord configuration as the image ---------------------------------------------
-TORCH=2.13.0
-TORCH_CPU_INDEX=${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}  # as the Dockerfile's build argument
+# With a GPU, the image's torch (the Dockerfile's TORCH_VERSION and index: what the benchmarks measured); without
+# one, the CPU build the tests run.
+TORCH_GPU=2.11.0
+TORCH_GPU_INDEX=https://download.pytorch.org/whl/cu130
+TORCH_CPU=2.13.0
+TORCH_CPU_INDEX=${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}
 
 # .venv with torch and the pinned packages; pip runs only when pyproject.toml or the kind of torch changed. $1: 1
-# with a GPU (PyPI's torch, the CUDA build), 0 without (the CPU build, so no NVIDIA wheels).
+# with a GPU (torch's CUDA 13.0 build), 0 without (the CPU build, so no NVIDIA wheels).
 install_venv() {
-  local stamp_file=.venv/.hymt-installed stamp
-  stamp="torch $TORCH gpu=$1 $(sha256sum pyproject.toml | cut -d' ' -f1)"
+  local stamp_file=.venv/.hymt-installed stamp torch
+  if [ "$1" = 1 ]; then torch=$TORCH_GPU; else torch=$TORCH_CPU; fi
+  stamp="torch $torch gpu=$1 $(sha256sum pyproject.toml | cut -d' ' -f1)"
   if [ ! -x .venv/bin/python ]; then
     echo "creating .venv"; python3 -m venv .venv
   fi
@@ -60,15 +65,15 @@ install_venv() {
   echo "installing hymt and its pinned dependencies into .venv (once; again only when they change)"
   local pip=(.venv/bin/pip install -q --disable-pip-version-check)
   if [ "$1" = 1 ]; then
-    "${pip[@]}" "torch==$TORCH"
+    "${pip[@]}" --index-url "$TORCH_GPU_INDEX" "torch==$torch"
     "${pip[@]}" -e ".[gpu]"
   else
     # A CPU build this machine's pip already holds (a local wheelhouse) is taken without asking PyTorch's index,
     # which may be out of reach; otherwise PyTorch's CPU index serves it.
-    if "${pip[@]}" --dry-run --no-index --no-deps "torch==$TORCH+cpu" >/dev/null 2>&1; then
-      "${pip[@]}" "torch==$TORCH+cpu"
+    if "${pip[@]}" --dry-run --no-index --no-deps "torch==$torch+cpu" >/dev/null 2>&1; then
+      "${pip[@]}" "torch==$torch+cpu"
     else
-      "${pip[@]}" --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH+cpu"
+      "${pip[@]}" --extra-index-url "$TORCH_CPU_INDEX" "torch==$torch+cpu"
     fi
     "${pip[@]}" -e .
   fi

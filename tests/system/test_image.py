@@ -26,6 +26,8 @@ BASE_IMAGE = "localhost/hymt-test-base:bookworm"
 IMAGE = "localhost/hymt:test"
 # supervisord's stopwaitsecs (HYMT_STOP_WAIT_S, 35 s) must end inside the runtime's stop timeout.
 STOP_TIMEOUT_S = 45
+# No GPU here: the image is built with the CPU wheel the tests run, in place of the Dockerfile's CUDA build.
+CPU_TORCH = "2.13.0"
 DEBIAN_MIRRORS = [
     "deb http://deb.debian.org/debian bookworm main",
     "deb http://deb.debian.org/debian bookworm-updates main",
@@ -102,7 +104,7 @@ def make_torch_index(work: Path) -> Path:
             "manylinux_2_28_x86_64",
             "-d",
             str(wheels),
-            "torch==2.13.0",
+            f"torch=={CPU_TORCH}",
         ],
         check=True,
         timeout=600,
@@ -132,6 +134,8 @@ def image(artifacts, test_model) -> str:
         IMAGE,
         "--build-arg",
         f"CUDA_IMAGE={BASE_IMAGE}",
+        "--build-arg",
+        f"TORCH_VERSION={CPU_TORCH}",
         "--build-arg",
         "TORCH_INDEX_URL=file:///wheels/simple",
         "--build-arg",
