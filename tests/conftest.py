@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hymt.settings import Settings
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
+
+# The tiers run side by side on a loaded 2-core machine in CI, where httpx's default of 5 s (for the calls that name
+# no timeout) failed answers that were only slow. httpx's functions and clients share one default Timeout object, so
+# changing it in place gives every such call two minutes.
+for _phase in ("connect", "read", "write", "pool"):
+    setattr(httpx._config.DEFAULT_TIMEOUT_CONFIG, _phase, 120.0)
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,51 @@
 #!/usr/bin/env bash
-# The test command: sets up everything it needs on a fresh machine (venv, pinned packages, Chromium), then ruff, mypy and pytest.
+# The test command: sets up everything it needs on a fresh machine (venv, pinned packages, Chromium, podman), then
+# ruff, mypy and pytest.
+#   bash tests/run.sh            everything, as CI runs it: the test files side by side (pytest-xdist), then the
+#                                tests that compare latencies with nothing beside them, then `hymt quantize`'s tests
+#   bash tests/run.sh --fast     the unit and engine tiers side by side, for everyday work (a few minutes)
+#   bash tests/run.sh ARGS...    pytest with those arguments (a tier, a file, -k ...), one test at a time
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=all
+if [ "${1:-}" = --fast ]; then
+  mode=fast
+  shift
+elif [ $# -gt 0 ]; then
+  mode=some
+fi
+# One worker more than cores: the server and browser tests wait on their servers about as much as they compute.
+workers=${HYMT_TEST_WORKERS:-$(($(nproc) + 1))}
+mkdir -p tests/artifacts
+
+# `hymt quantize` needs gptqmodel, which imports torchvision; PyPI's torchvision does not import beside the CPU
+# torch 2.13.0 build, so its tests run in a second venv with torch 2.14.1 and torchvision 0.29.1 (on this disk),
+# made while the other tests run.
+quantize_venv() {
+  if [ ! -x .venv-quantize/bin/python ]; then
+    python3 -m venv .venv-quantize
+  fi
+  .venv-quantize/bin/pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
+  .venv-quantize/bin/pip install -q --disable-pip-version-check -e ".[quantize]" pytest==9.2.0 pytest-timeout==2.4.0
+}
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-# The CPU build of torch (on this machine's disk), then the project with its pinned test dependencies.
-.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+# The CPU build of torch (on this machine's disk), then the project with its pinned test dependencies; pip runs again
+# only when pyproject.toml changes (its check alone takes half a minute).
+stamp="torch 2.13.0 $(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat .venv/.hymt-test-installed 2>/dev/null)" != "$stamp" ]; then
+  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+  .venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+  echo "$stamp" >.venv/.hymt-test-installed
+fi
+# After the first venv's install: both would write the project's egg-info.
+quantize_pid=
+if [ "$mode" = all ] && [ -z "${HYMT_SKIP_QUANTIZE_TESTS:-}" ]; then
+  quantize_venv >tests/artifacts/quantize-venv.log 2>&1 &
+  quantize_pid=$!
+fi
 
 # The browser tests drive Debian's Chromium; install it when missing and we may.
 if ! command -v chromium >/dev/null 2>&1; then
@@ -45,15 +82,27 @@ fi
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
-
-# `hymt quantize` needs gptqmodel, which imports torchvision; PyPI's torchvision does not import beside the CPU
-# torch 2.13.0 build, so its tests run in a second venv with torch 2.14.1 and torchvision 0.29.1 (on this disk).
-if [ -z "${HYMT_SKIP_QUANTIZE_TESTS:-}" ] && [ $# -eq 0 ]; then
-  if [ ! -x .venv-quantize/bin/python ]; then
-    python3 -m venv .venv-quantize
-  fi
-  .venv-quantize/bin/pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
-  .venv-quantize/bin/pip install -q --disable-pip-version-check -e ".[quantize]" pytest==9.2.0 pytest-timeout==2.4.0
-  .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/engine/test_quantize.py
+# One test model for every worker (each would otherwise make its own).
+if [ -z "${HYMT_TEST_MODEL:-}" ]; then
+  HYMT_TEST_MODEL=$(mktemp -d)/tiny-hunyuan-mt
+  trap 'rm -rf "$(dirname "$HYMT_TEST_MODEL")"' EXIT
+  .venv/bin/hymt make-test-model "$HYMT_TEST_MODEL" >/dev/null
+  export HYMT_TEST_MODEL
 fi
+
+pytest=(.venv/bin/python -m pytest -q -p no:cacheprovider)
+# A file's tests stay on one worker: its module fixtures (a server, a browser) start once.
+parallel=(-n "$workers" --dist loadfile)
+case "$mode" in
+  fast) "${pytest[@]}" "${parallel[@]}" tests/unit tests/engine "$@" ;;
+  some) "${pytest[@]}" "$@" ;;
+  all)
+    # The longest files first (the image's build, the servers), so that no worker starts one when the rest are done.
+    "${pytest[@]}" "${parallel[@]}" -m "not alone" tests/system tests/server tests/engine tests/unit
+    "${pytest[@]}" -m alone
+    if [ -n "$quantize_pid" ]; then
+      wait "$quantize_pid" || { cat tests/artifacts/quantize-venv.log >&2; exit 1; }
+      .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/engine/test_quantize.py
+    fi
+    ;;
+esac

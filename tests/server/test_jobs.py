@@ -76,6 +76,8 @@ def sentence(url: str, key: str = KEYS[0]) -> float:
     return time.perf_counter() - started
 
 
+# It compares latencies, so it runs when nothing else does (tests/run.sh runs the `alone` tests after the others).
+@pytest.mark.alone
 def test_text_stays_fast_while_a_2000_line_document_runs(server):
     idle = statistics.median(sentence(server.url) for _ in range(5))
     job = submit(server.url, lines(2000), key=KEYS[1])
@@ -90,8 +92,8 @@ def test_text_stays_fast_while_a_2000_line_document_runs(server):
 
 
 def test_two_clients_documents_advance_at_about_equal_rates(server):
-    first = submit(server.url, lines(400, "First"), key=KEYS[0])
-    second = submit(server.url, lines(400, "Second"), key=KEYS[1])
+    first = submit(server.url, lines(160, "First"), key=KEYS[0])
+    second = submit(server.url, lines(160, "Second"), key=KEYS[1])
     seen = []
 
     def both_done():
@@ -101,8 +103,8 @@ def test_two_clients_documents_advance_at_about_equal_rates(server):
 
     wait_until(both_done, 300, server.log_path.read_text, "both documents done", interval=0.2)
     # Where the first had done half, the second had done about as much (each client's turn, in tokens).
-    halfway = next(b for a, b in seen if a >= 200)
-    assert 100 <= halfway <= 300, seen
+    halfway = next(b for a, b in seen if a >= 80)
+    assert 40 <= halfway <= 120, seen
 
 
 def test_cancel_ownership_and_bad_requests(server):
