@@ -86,6 +86,17 @@ def in_process(translator, monkeypatch):
         yield client
 
 
+@pytest.fixture
+def native_start(artifacts):
+    """start.sh's native appliance lives in the clone's one `.run`: a test that drives it holds this lock, so tests on
+    other workers (tests/run.sh runs files side by side) wait for it instead of meeting its supervisord."""
+    import fcntl
+
+    with open(artifacts / "start-sh.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Headless Chromium (Debian's package), one per test module; skipped where it is not installed."""

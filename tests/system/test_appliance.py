@@ -208,7 +208,7 @@ def test_compose_file_matches_the_compose_specification():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_start_sh_native_brings_up_a_healthy_appliance(test_model, tmp_path):
+def test_start_sh_native_brings_up_a_healthy_appliance(test_model, tmp_path, native_start):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}
     env.update(HYMT_MAX_NEW_TOKENS="8")
@@ -233,7 +233,7 @@ def test_start_sh_native_brings_up_a_healthy_appliance(test_model, tmp_path):
     assert (ROOT / ".venv" / ".hymt-installed").is_file()  # what the next start compares before running pip
 
 
-def test_start_sh_test_model_is_one_command_and_says_it_is_noise():
+def test_start_sh_test_model_is_one_command_and_says_it_is_noise(native_start):
     """--test-model: the venv (pip not run again: the start above left it up to date), the test model, the
     appliance, and the warning that its translations are random tokens."""
     port = free_port()
@@ -263,14 +263,14 @@ def test_start_sh_test_model_is_one_command_and_says_it_is_noise():
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU machine may start the default model")
-def test_start_sh_without_gpu_or_model_says_what_to_do():
+def test_start_sh_without_gpu_or_model_says_what_to_do(native_start):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}
     result = subprocess.run([str(ROOT / "start.sh"), "--native"], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 2 and "./start.sh --test-model" in result.stderr
     assert "installing" not in result.stdout
 
 
-def test_start_sh_native_ends_with_the_reason_when_the_model_is_broken(test_model, tmp_path):
+def test_start_sh_native_ends_with_the_reason_when_the_model_is_broken(test_model, tmp_path, native_start):
     """Weights missing: the server fails each start, supervisord gives up (FATAL) and start.sh says why and stops,
     instead of waiting for a health that never comes."""
     broken = Path(shutil.copytree(test_model, tmp_path / "broken"))
@@ -295,7 +295,7 @@ def test_start_sh_native_ends_with_the_reason_when_the_model_is_broken(test_mode
     assert "hymt is not running" in down.stdout
 
 
-def test_start_sh_native_refused_settings_say_why(test_model):
+def test_start_sh_native_refused_settings_say_why(test_model, native_start):
     """The entrypoint refuses a bad setting: start.sh reports this start's reason, not an error line left in the
     programs' logs by an earlier start (the test above leaves one)."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("HYMT_")}, "HYMT_MAX_IN_FLIGHT": "abc"}
