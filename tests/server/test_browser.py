@@ -98,7 +98,25 @@ def test_upload_srt_and_download_result(page, tmp_path):
     lines = text.split("\n")
     assert lines[0] == "1" and lines[1] == "00:00:01,000 --> 00:00:02,000" and lines[4] == "2"
     assert len(list(srt_lib.parse(text))) == 2
-    assert page.inner_text("#output").startswith("1\n00:00:01,000 --> 00:00:02,000")  # the text shown too
+    # The files view: the translation shown, none of the text's controls as if it were a text's.
+    assert page.get_attribute("#view-files", "aria-pressed") == "true"
+    assert page.inner_text("#doc-preview").startswith("1\n00:00:01,000 --> 00:00:02,000")
+    for selector in ("#input", "#translate", "#counter", "#output", "#copy", "#more", "#quality-best"):
+        assert page.is_hidden(selector), selector
+    assert page.is_visible("#download") and page.is_visible("#glossary")  # a glossary applies to documents too
+    page.click("#view-text")  # the text view, as it was: the document's text is not the text's translation
+    assert page.is_visible("#input") and page.is_visible("#copy") and page.is_hidden("#doc-preview")
+    assert page.text_content("#output") == "" and page.is_visible("#download")  # its report stays by the text box
+
+
+def test_the_files_view_offers_the_formats_and_a_drop_zone(page):
+    page.click("#view-files")
+    assert page.get_attribute("#view-files", "aria-pressed") == "true"
+    assert page.get_attribute("#view-text", "aria-pressed") == "false"
+    assert page.is_hidden("#input") and page.is_hidden("#copy") and page.is_visible("#files")
+    assert ".docx" in page.inner_text("#formats") and page.inner_text("#files").startswith("Drop a document here")
+    page.click("#view-text")
+    assert page.is_hidden("#files") and page.evaluate("document.activeElement.id") == "input"
 
 
 def test_upload_docx_and_download_same_structure(page, tmp_path):
@@ -355,9 +373,18 @@ def test_shareable_url_carries_languages_and_text(page, server):
     assert page.input_value("#input") == "Good morning."
     page.select_option("#target", "ja")
     assert "target=ja" in page.url and "q=Good+morning." in page.url and "source=en" in page.url
-    page.goto(server.url + "/?source=xx&target=klingon")  # unknown codes leave the defaults
-    page.wait_for_function("document.querySelectorAll('#target option').length === 38")
-    assert page.input_value("#source") == "auto" and page.input_value("#target") == "en"
+    with page.expect_request("**/api/translate", timeout=30_000) as sent:  # sent as typed, after a pause
+        page.goto(server.url + "/?source=xx&target=klingon&q=Good%20night.")
+        page.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        # Unknown codes leave the defaults and say so; the shared text waits for a language to be picked.
+        assert page.input_value("#source") == "auto" and page.input_value("#target") == "en"
+        message = page.inner_text("#message")
+        assert "source language “xx”" in message and "target language “klingon”" in message, message
+        assert "pick one from the list" in message
+        page.wait_for_timeout(1500)  # nothing goes on its own meanwhile
+        assert page.inner_text("#output") == "" and not page.is_disabled("#translate")
+        page.select_option("#target", "fr")
+    assert sent.value.post_data_json["target"] == "fr" and sent.value.post_data_json["text"] == "Good night."
 
 
 def test_copy_over_plain_http_on_a_lan(browser, server):
@@ -523,9 +550,12 @@ CONTRAST_JS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_contrast_of_every_text_in_both_themes(browser, server, scheme, artifacts):
+@pytest.mark.parametrize(("scheme", "chosen"), [("light", None), ("dark", None), ("light", "dark"), ("dark", "light")])
+def test_contrast_of_every_text_in_both_themes(browser, server, scheme, chosen, artifacts):
+    """Each theme, followed from the system or chosen against it (the switch's choice, kept in localStorage)."""
     context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme=scheme)
+    if chosen:
+        context.add_init_script(f"localStorage.setItem('hymt-theme', '{chosen}')")
     pg = context.new_page()
     pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
     pg.wait_for_function(IDLE)
@@ -540,7 +570,8 @@ def test_contrast_of_every_text_in_both_themes(browser, server, scheme, artifact
         document.querySelector('#document').hidden = false;
         const s = document.querySelector('#doc-status'); s.textContent = 'report.txt was not translated: an error';
         s.classList.add('failed'); document.querySelector('#doc-cancel').hidden = false;""")
-    pg.screenshot(path=str(artifacts / f"page-contrast-{scheme}.png"), full_page=True)
+    pg.screenshot(path=str(artifacts / f"page-contrast-{chosen or scheme}-on-{scheme}.png"), full_page=True)
+    assert pg.evaluate(BACKGROUND) == {"light": LIGHT, "dark": DARK}[chosen or scheme]
     measured = pg.evaluate(CONTRAST_JS)
     texts = {m["what"].split(":")[0] for m in measured}
     assert {
@@ -711,6 +742,8 @@ def test_a_document_waits_its_turn_shows_progress_and_the_text_box_translates_me
         for job in (first, second):
             httpx.delete(f"{srv.url}/api/jobs/{job['id']}", timeout=10)
 
+    page.click("#view-text")  # the upload opened the files view
+    assert page.is_visible("#doc-status")  # the document's report stays by the text box
     page.fill("#input", "Hello world.")  # translated as typed, while the document translates
     page.wait_for_function(IDLE, timeout=60_000)
     translation = page.inner_text("#output")
@@ -776,12 +809,17 @@ def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
     record(page, "#message", "messages")
     page.select_option("#target", "de")
     page.fill("#input", "Hello world.")  # as typed: nothing pressed, then or later
+    record(page, "#status", "statuses")
     page.wait_for_function("document.querySelector('#message').textContent.length > 0")
     assert page.inner_text("#message") == "The server is busy; trying again in 1 s"
     page.wait_for_function(IDLE, timeout=30_000)
     assert sent == ["Hello world.", "Hello world."]
     assert [m for m in page.evaluate("window.messages") if m] == ["The server is busy; trying again in 1 s"]
     assert page.inner_text("#message") == ""
+    # The status line said so meanwhile (not "Ready"), and is the server's state again after the retry.
+    statuses = page.evaluate("window.statuses")
+    assert "Busy: the server refused a translation for now; it is sent again in 1 s" in statuses, statuses
+    assert page.inner_text("#status").startswith("Ready")
 
 
 def test_an_edit_while_a_retry_waits_goes_with_that_one_retry(page):
@@ -818,3 +856,178 @@ def test_an_error_reads_once(page):
     page.click("#more")  # Other translations: a click, told what happened (no retry of its own)
     page.wait_for_function("document.querySelector('#message').textContent.length > 0")
     assert page.inner_text("#message") == "T" + BUSY["error"][1:]
+
+
+def new_page(browser, url: str, **options):
+    """A page of a fresh browser context (its own localStorage), loaded and its pickers filled."""
+    context = browser.new_context(**{"viewport": {"width": 1100, "height": 800}, **options})
+    pg = context.new_page()
+    pg.goto(url)
+    pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+    return context, pg
+
+
+DARK, LIGHT = "rgb(18, 18, 18)", "rgb(250, 250, 250)"
+BACKGROUND = "getComputedStyle(document.body).backgroundColor"
+
+
+def test_the_theme_switch_overrides_the_system_and_is_remembered(browser, server):
+    context, pg = new_page(browser, server.url + "/", color_scheme="light")
+    try:
+        assert pg.input_value("#theme") == "system" and pg.evaluate(BACKGROUND) == LIGHT
+        pg.select_option("#theme", "dark")
+        assert pg.evaluate(BACKGROUND) == DARK and pg.evaluate("getComputedStyle(document.body).colorScheme") == "dark"
+        pg.reload()
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.input_value("#theme") == "dark" and pg.evaluate(BACKGROUND) == DARK  # remembered
+        pg.select_option("#theme", "system")
+        assert pg.evaluate(BACKGROUND) == LIGHT
+        pg.emulate_media(color_scheme="dark")  # the system's setting, followed again
+        assert pg.evaluate(BACKGROUND) == DARK
+        pg.select_option("#theme", "light")  # light chosen on a dark system
+        assert pg.evaluate(BACKGROUND) == LIGHT
+        assert pg.evaluate("localStorage.getItem('hymt-theme')") == "light"
+        assert pg.inner_text("label:has(#theme)").startswith("Theme")  # labelled
+    finally:
+        context.close()
+
+
+def test_the_page_speaks_the_browsers_language_and_another_one_picked(browser, server):
+    context, pg = new_page(browser, server.url + "/", locale="zh-CN")
+    try:
+        assert pg.evaluate("document.documentElement.lang") == "zh-CN" and pg.input_value("#page-language") == "zh"
+        assert pg.inner_text("#translate") == "翻译" and pg.get_attribute("#input", "placeholder").startswith("输入")
+        assert pg.get_attribute("#target", "aria-label") == "目标语言" and pg.title() == "hymt · 混元翻译"
+        pg.wait_for_function("document.querySelector('#status').textContent.startsWith('就绪')")
+        pg.select_option("#target", "de")
+        assert pg.inner_text("#target option:checked") == "德语 · Deutsch (de)"
+        pg.fill("#target-filter", "法")  # found by its Chinese name
+        assert pg.eval_on_selector_all("#target option", "els => els.map(e => e.value)") == ["de", "fr"]
+        assert pg.inner_text("#target-hint").startswith("1 个匹配")
+        pg.fill("#target-filter", "")
+        pg.click("#copy")
+        assert pg.inner_text("#message") == "还没有可复制的内容：请先翻译。"
+
+        # Another language picked: what is shown says it again in that one, and it is remembered.
+        pg.select_option("#page-language", "en")
+        assert pg.evaluate("document.documentElement.lang") == "en" and pg.inner_text("#translate") == "Translate"
+        assert pg.inner_text("#message") == "Nothing to copy yet: translate something first."
+        assert (
+            pg.inner_text("#status").startswith("Ready")
+            and pg.get_attribute("#target", "aria-label") == "Target language"
+        )
+        assert pg.inner_text("#target option:checked") == "German · Deutsch (de)"
+        pg.reload()
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.input_value("#page-language") == "en" and pg.inner_text("#translate") == "Translate"
+        labels = pg.eval_on_selector_all("#page-language option", "els => els.map(e => [e.value, e.lang, e.text])")
+        assert labels == [["en", "en", "English"], ["zh", "zh-CN", "中文"]]
+    finally:
+        context.close()
+    context, pg = new_page(browser, server.url + "/", locale="de-DE")  # a language the page lacks: English
+    try:
+        assert pg.input_value("#page-language") == "en" and pg.inner_text("#translate") == "Translate"
+    finally:
+        context.close()
+
+
+CATALOGUE_CHECK = """async () => {
+  // Each language's catalogue has English's keys, each the same kind (string or function), a string with the
+  // same placeholders; every key the page's markup names exists.
+  const { CATALOGUE } = await import('/static/catalogue.js');
+  const holes = (s) => typeof s === 'string' ? (s.match(/\\{\\w+\\}/g) || []).sort().join() : 'function';
+  const problems = [];
+  for (const [code, words] of Object.entries(CATALOGUE)) {
+    for (const key of Object.keys(CATALOGUE.en)) {
+      if (!(key in words)) problems.push(`${code}: ${key} missing`);
+      else if (typeof words[key] === 'string' && typeof CATALOGUE.en[key] === 'string' &&
+               holes(words[key]) !== holes(CATALOGUE.en[key])) problems.push(`${code}: ${key} placeholders`);
+    }
+    for (const key of Object.keys(words)) if (!(key in CATALOGUE.en)) problems.push(`${code}: ${key} unknown`);
+  }
+  for (const el of document.querySelectorAll('*')) {
+    for (const attr of el.getAttributeNames().filter((a) => a.startsWith('data-i18n'))) {
+      if (!(el.getAttribute(attr) in CATALOGUE.en)) problems.push(`markup: ${el.getAttribute(attr)}`);
+    }
+  }
+  return problems;
+}"""
+
+
+def test_every_page_language_has_every_message(page):
+    assert page.evaluate(CATALOGUE_CHECK) == []
+
+
+FITS_JS = """() => {
+  // For each picker and its search box: how much wider than its box the widest text it shows is (<= 0: it fits).
+  const canvas = document.createElement('canvas').getContext('2d');
+  const width = (el, text) => { const s = getComputedStyle(el); canvas.font = `${s.fontSize} ${s.fontFamily}`;
+    return canvas.measureText(text).width; };
+  const room = (el) => { const s = getComputedStyle(el);
+    return el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); };
+  const over = {};
+  for (const id of ['source', 'target']) {
+    const select = document.getElementById(id);
+    const widest = Math.max(...[...select.options].map((o) => width(select, o.text)));
+    over[id] = widest + 20 - room(select);  // the drop-down arrow takes about 20 px
+    const search = document.getElementById(`${id}-filter`);
+    over[`${id}-filter`] = width(search, search.placeholder) + 16 - room(search);  // and the search's clear button
+  }
+  return over;
+}"""
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_pickers_are_read_whole_on_a_phone(browser, server, locale, artifacts):
+    context, pg = new_page(
+        browser, server.url + "/", viewport={"width": 390, "height": 844}, is_mobile=True, locale=locale
+    )
+    try:
+        over = pg.evaluate(FITS_JS)
+        assert all(excess <= 0 for excess in over.values()), over  # every language's name, whole
+        assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+        pg.screenshot(path=str(artifacts / f"page-phone-pickers-{locale}.png"))
+    finally:
+        context.close()
+
+
+def test_copy_stays_in_view_below_a_long_translation(browser, server):
+    context, pg = new_page(
+        browser, server.url + "/", viewport={"width": 1280, "height": 800}, permissions=["clipboard-write"]
+    )
+    try:
+        pg.select_option("#target", "de")
+        pg.fill("#input", lines_of_text(40))
+        pg.click("#translate")
+        pg.wait_for_function(IDLE, timeout=120_000)
+        sizes = pg.evaluate(
+            "(() => { const o = document.querySelector('#output'); return [o.scrollHeight, innerHeight]; })()"
+        )
+        assert sizes[0] > sizes[1], sizes  # the translation is taller than the screen
+        for scroll in (0, 200):
+            pg.evaluate(f"scrollTo(0, {scroll})")
+            seen = pg.evaluate(
+                """(() => { const r = document.querySelector('#copy').getBoundingClientRect();
+                return { top: r.top, bottom: r.bottom, height: innerHeight,
+                  hit: document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2).id }; })()"""
+            )
+            assert 0 <= seen["top"] and seen["bottom"] <= seen["height"] and seen["hit"] == "copy", (scroll, seen)
+        pg.click("#copy", no_wait_after=True)
+        pg.wait_for_function("document.querySelector('#copy').textContent === 'Copied'")
+    finally:
+        context.close()
+
+
+def test_screenshots_are_taken_by_the_script(browser, server, tmp_path):
+    """docs/screenshots/ is made by tests/screenshots.py; it runs here as there, into a folder of the test's."""
+    import struct
+
+    import screenshots
+
+    made = screenshots.take(browser, server.url, tmp_path)
+    assert sorted(p.name for p in made) == sorted(
+        f"page-{size}-{theme}.png" for size in ("1280x800", "390x844") for theme in ("light", "dark")
+    )
+    for png in made:
+        width, height = struct.unpack(">II", png.read_bytes()[16:24])
+        assert f"{width}x{height}" in png.name, png

@@ -1,7 +1,8 @@
 // Other translations (LibreTranslate's alternatives): listed best first; picking one shows it as the translation.
 import { authHeaders } from "./api-key.js";
 import { glossaryTerms, storedGlossaryId } from "./glossary.js";
-import { say, showError } from "./messages.js";
+import { t, tell } from "./i18n.js";
+import { say, showError, showMessage } from "./messages.js";
 import { instructions } from "./options.js";
 import { $ } from "./state.js";
 
@@ -14,12 +15,12 @@ export async function showAlternatives() {
   // LibreTranslate's alternatives: other translations of the same text, best first; picking one shows it.
   const text = $("input").value;
   if (!text.trim() || !$("output").textContent) {
-    $("message").textContent = "Translate a text first; then other translations of it can be shown.";
+    showMessage(() => t("translateFirst"));
     return;
   }
-  $("message").textContent = "";
+  showMessage("");
   $("more").disabled = true;
-  $("note").textContent = "Looking for other translations…";
+  tell($("note"), () => t("lookingForOthers"));
   try {
     const response = await fetch("/translate", {
       method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() },
@@ -33,15 +34,15 @@ export async function showAlternatives() {
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = alt;
-      button.addEventListener("click", () => { $("output").textContent = alt; say("Translation replaced."); });
+      button.addEventListener("click", () => { $("output").textContent = alt; say(t("replaced")); });
       list.appendChild(document.createElement("li")).append(button);
     }
     list.hidden = false;
-    say(`${body.alternatives.length + 1} translations to choose from, the best first.`);
+    say(t("choices", { n: body.alternatives.length + 1 }));
   } catch (err) {
-    $("message").textContent = `The server could not be reached: ${err.message}`;
+    showMessage(() => t("unreachable", { error: err.message }));
   } finally {
     $("more").disabled = false;
-    $("note").textContent = "";
+    tell($("note"), "");
   }
 }

@@ -1,12 +1,14 @@
 // The API key, where the server requires one: the field, kept in this browser, sent as a Bearer.
+import { t, tell } from "./i18n.js";
 import { $ } from "./state.js";
 
 const KEY_STORAGE = "hymt-api-key";
 
-export function askForKey(message) {
+export function askForKey(words) {
   // The server requires API keys: the field shows, keeps what is typed in this browser, and is sent as a Bearer.
+  // words: what the alert line says (as tell() takes it), or nothing.
   $("key-field").hidden = false;
-  if (message) { $("message").textContent = message; $("api-key").focus(); }
+  if (words) { tell($("message"), words); $("api-key").focus(); }
 }
 
 export function authHeaders() {
@@ -17,5 +19,5 @@ export function authHeaders() {
 export function initApiKey(settings) {
   $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
   $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORAGE, $("api-key").value.trim()));
-  if (settings.keyRequired) askForKey($("api-key").value ? "" : "This server requires an API key: enter it above.");
+  if (settings.keyRequired) askForKey($("api-key").value ? null : () => t("keyRequired"));
 }

@@ -1,26 +1,27 @@
 // Copy the translation: the clipboard API where the page is a secure context, else through a selection.
+import { t, tell } from "./i18n.js";
+import { showMessage } from "./messages.js";
 import { $ } from "./state.js";
 
 export async function copyOutput() {
   // navigator.clipboard exists only in secure contexts (HTTPS, localhost); over plain HTTP on a LAN the page
   // copies through a selection instead, and says so when the browser refuses both.
   const text = $("output").textContent;
-  if (!text) { $("message").textContent = "Nothing to copy yet: translate something first."; return; }
+  if (!text) { showMessage(() => t("nothingToCopy")); return; }
   let copied = false;
   if (navigator.clipboard && window.isSecureContext) {
     copied = await navigator.clipboard.writeText(text).then(() => true, () => false);
   }
   if (!copied) copied = copyBySelection(text);
   if (copied) {
-    $("copy").textContent = "Copied";
-    setTimeout(() => { $("copy").textContent = "Copy"; }, 1500);
+    tell($("copy"), () => t("copied"));
+    setTimeout(() => tell($("copy"), () => t("copy")), 1500);
     return;
   }
   const range = document.createRange();
   range.selectNodeContents($("output"));
   getSelection().removeAllRanges(); getSelection().addRange(range);
-  $("message").textContent = "This browser does not let the page copy here: the translation is selected, " +
-    "press Ctrl+C (⌘C) to copy it.";
+  showMessage(() => t("copyRefused"));
 }
 
 function copyBySelection(text) {

@@ -1,12 +1,15 @@
 // Documents: upload or drop one, translate it whole as a job on the server (its place in the queue, then its
 // progress, streamed), then offer the download. A document has its own state and its own place on the page
-// (#document, by the upload button): the text box keeps translating beside it, and neither touches the other.
+// (#document, by the upload button, shown in both views while there is one): the text box keeps translating
+// beside it, and neither touches the other. A text document's translation is shown in the files view.
 import { authHeaders } from "./api-key.js";
 import { glossaryTerms, storedGlossaryId } from "./glossary.js";
+import { t, tell } from "./i18n.js";
 import { errorText, retryText, say, showError } from "./messages.js";
 import { instructions } from "./options.js";
 import { $, state } from "./state.js";
 import { openStream, readEvents, retryAfter } from "./streaming.js";
+import { showView } from "./views.js";
 
 // Documents whose translation is text worth showing on the page as well as offering for download.
 const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
@@ -15,9 +18,10 @@ const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
 // retryTimer }; null once it has ended.
 let current = null;
 
-function show(text, { failed = false } = {}) {
+function show(words, { failed = false } = {}) {
+  // words: a function that words the status (as tell() takes it).
   $("document").hidden = false;
-  $("doc-status").textContent = text;
+  tell($("doc-status"), words);
   $("doc-status").classList.toggle("failed", failed);
 }
 
@@ -30,7 +34,8 @@ function running(on) {
 
 function timeLeft(seconds) {
   if (seconds === null || seconds === undefined || !(seconds > 0)) return "";
-  return seconds < 90 ? `, about ${Math.max(1, Math.round(seconds))} s left` : `, about ${Math.round(seconds / 60)} min left`;
+  return seconds < 90 ? t("secondsLeft", { n: Math.max(1, Math.round(seconds)) })
+    : t("minutesLeft", { n: Math.round(seconds / 60) });
 }
 
 function ended(doc) {
@@ -44,18 +49,18 @@ function ended(doc) {
 
 function failed(doc, status, body) {
   if (!ended(doc)) return;
-  const text = `${doc.file.name} was not translated: ${errorText(status, body)}`;
-  show(text, { failed: true });
+  const words = () => t("notTranslated", { name: doc.file.name, error: errorText(status, body) });
+  show(words, { failed: true });
   if (status === 401 || status === 403) showError(status, body);  // the API key field asks for a key
-  say(text);
+  say(words());
 }
 
 function cancelled(doc) {
   if (current !== doc) return;
   if (doc.controller) doc.controller.abort();  // the server cancels the job of a stream that closed, too
   ended(doc);
-  show(`Cancelled: ${doc.file.name} was not translated.`);
-  say(`Translation of ${doc.file.name} cancelled.`);
+  show(() => t("cancelled", { name: doc.file.name }));
+  say(t("cancelledSaid", { name: doc.file.name }));
 }
 
 function onEvent(doc, kind, body) {
@@ -63,19 +68,18 @@ function onEvent(doc, kind, body) {
   if (kind === "start") {
     doc.id = body.id;
     progress.max = Math.max(1, body.segments);
-    show(`Starting ${name}: ${body.segments} segments`);
+    show(() => t("starting", { name, n: body.segments }));
   } else if (doc.cancelling && (kind === "queued" || kind === "progress")) {
     // Cancelling: the status says so until the server answers.
   } else if (kind === "queued") {
     progress.removeAttribute("value");  // indeterminate while it waits
     const ahead = body.position - 1;
-    show(`Waiting to translate ${name}: ` +
-      (ahead > 0 ? `${ahead} ${ahead === 1 ? "document" : "documents"} ahead` : "next in line"));
+    show(() => (ahead > 0 ? t("ahead", { name, n: ahead }) : t("nextInLine", { name })));
   } else if (kind === "progress") {
     progress.max = Math.max(1, body.total);
     progress.value = body.done;
-    show(`Translating ${name}: ${body.done} / ${body.total} segments` +
-      (body.done < body.total ? timeLeft(body.seconds_remaining) : ""));
+    show(() => t("progress", { name, done: body.done, total: body.total,
+                               left: body.done < body.total ? timeLeft(body.seconds_remaining) : "" }));
   } else if (kind === "done") {
     doc.result = body;
   } else if (kind === "error") {
@@ -90,7 +94,7 @@ async function send(doc) {
   doc.controller = controller;
   running(true);
   $("doc-progress").removeAttribute("value");
-  show(`Sending ${doc.file.name}…`);
+  show(() => t("sending", { name: doc.file.name }));
   try {
     const response = await openStream("/api/translate_file", { body: doc.form, signal: controller.signal });
     if (current !== doc) return;
@@ -99,16 +103,16 @@ async function send(doc) {
       if (current !== doc) return;
       if (response.status !== 429) { failed(doc, response.status, answer); return; }
       const seconds = retryAfter(response);
-      show(`Sending ${doc.file.name}: ${retryText(seconds, answer)}`);
+      show(() => t("sendingRetry", { name: doc.file.name, retry: retryText(seconds, answer) }));
       doc.retryTimer = setTimeout(() => { if (current === doc) send(doc); }, seconds * 1000);
       return;
     }
     await readEvents(response, (kind, body) => { if (current === doc) onEvent(doc, kind, body); });
     if (current !== doc) return;
     if (doc.result) await showResult(doc, doc.result);
-    else failed(doc, 0, { error: "the server ended the stream before the document was translated" });
+    else failed(doc, 0, { error: t("streamEnded") });
   } catch (err) {
-    if (err.name !== "AbortError") failed(doc, 0, { error: `the server could not be reached: ${err.message}` });
+    if (err.name !== "AbortError") failed(doc, 0, { error: t("unreachableClause", { error: err.message }) });
   }
 }
 
@@ -116,18 +120,18 @@ async function showResult(doc, body) {
   const link = $("download");
   link.href = body.translatedFileUrl;
   link.download = body.name;
-  link.textContent = `Download ${body.name}`;
+  tell(link, () => t("downloadName", { name: body.name }));
   link.hidden = false;
   ended(doc);
   const fallbacks = body.markup_fallback_segments;
-  show(`${body.name}: ${body.segments} segments translated.` + (fallbacks ? ` ${fallbacks} segment(s) lost ` +
-    "their inline markup in translation: their formatting now covers the whole segment." : ""));
-  // A text document is shown as the translation too, unless the text box is in use: its translation stays.
-  if (TEXT_FORMATS.includes(doc.ext) && !$("input").value.trim() && !state.busy) {
+  show(() => t("documentDone", { name: body.name, n: body.segments }) +
+    (fallbacks ? t("markupLost", { n: fallbacks }) : ""));
+  // A text document's translation is shown in the files view too (the text view's translation is the text's).
+  if (TEXT_FORMATS.includes(doc.ext)) {
     const text = await fetch(body.translatedFileUrl).then((r) => (r.ok ? r.text() : null), () => null);
-    if (text !== null && !$("input").value.trim() && !state.busy) $("output").textContent = text;
+    if (text !== null && current === null) { $("doc-preview").textContent = text; $("doc-preview").hidden = false; }
   }
-  say(`${body.name} is translated and ready to download.`);
+  say(t("documentReady", { name: body.name }));
 }
 
 async function cancelDocument() {
@@ -137,7 +141,7 @@ async function cancelDocument() {
   $("doc-cancel").disabled = true;
   doc.cancelling = true;
   clearTimeout(doc.retryTimer);
-  show(`Cancelling ${doc.file.name}…`);
+  show(() => t("cancelling", { name: doc.file.name }));
   if (doc.id) {
     try {
       const response = await fetch(`/api/jobs/${encodeURIComponent(doc.id)}`, { method: "DELETE", headers: authHeaders() });
@@ -157,16 +161,23 @@ export function clearDocumentReport() {
   // Clear: a finished document's report and download go; one still on its way carries on.
   if (current) return;
   $("document").hidden = true;
-  $("doc-status").textContent = "";
+  tell($("doc-status"), "");
   $("download").hidden = true;
+  hidePreview();
+}
+
+function hidePreview() {
+  $("doc-preview").hidden = true;
+  $("doc-preview").textContent = "";
 }
 
 function loadFile(file) {
   // Any supported document goes to the server whole, so its structure and markup come back; progress streams.
   const dot = file.name.lastIndexOf(".");
   const ext = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
+  showView("files");
   if (!state.fileFormats.includes(ext)) {
-    showError(415, { error: `${ext || "this file"} is not supported; supported: ${state.fileFormats.join(" ")}` });
+    showError(415, { error: t("unsupportedFile", { ext: ext || t("thisFile"), formats: state.fileFormats.join(" ") }) });
     return;
   }
   if (current) {  // a newer document replaces the one on its way (its stream closes: the server cancels it)
@@ -175,6 +186,7 @@ function loadFile(file) {
     ended(old);
   }
   $("download").hidden = true;
+  hidePreview();
   const form = new FormData();
   form.append("file", file);
   form.append("source", $("source").value);
@@ -208,4 +220,5 @@ export function initDocuments() {
   $("file").addEventListener("change", (e) => { if (e.target.files[0]) loadFile(e.target.files[0]); e.target.value = ""; });
   $("doc-cancel").addEventListener("click", cancelDocument);
   initDrop();
+  tell($("formats"), () => t("formats", { formats: state.fileFormats.join(" ") }));
 }

@@ -1,25 +1,29 @@
 // The glossary: terms kept for this browser tab, imported from .tsv or .csv, a glossary stored on the server (made
 // through DeepL's /v2/glossaries) to use beside them, and the report of terms missed.
 import { authHeaders } from "./api-key.js";
+import { onLanguage, t, tell } from "./i18n.js";
 import { showError } from "./messages.js";
 import { $, state } from "./state.js";
 
 const GLOSSARY_KEY = "hymt.glossary";  // sessionStorage: the glossary lives as long as the tab
 const STORED_KEY = "hymt.glossary-id";
+let stored = [];  // the stored glossaries this key may use, as /v2/glossaries last listed them
 
 function glossaryRow(source = "", target = "") {
   const row = document.createElement("tr");
-  for (const [value, label] of [[source, "Source term"], [target, "Translation"]]) {
+  for (const [value, label] of [[source, "sourceTerm"], [target, "termTranslation"]]) {
     const input = document.createElement("input");
     input.value = value;
-    input.setAttribute("aria-label", label);
+    input.dataset.i18nAriaLabel = label;  // worded again with the page
+    input.setAttribute("aria-label", t(label));
     input.addEventListener("input", saveGlossary);
     row.insertCell().append(input);
   }
   const remove = document.createElement("button");
   remove.type = "button";
   remove.textContent = "✕";
-  remove.setAttribute("aria-label", "Remove term");
+  remove.dataset.i18nAriaLabel = "removeTerm";
+  remove.setAttribute("aria-label", t("removeTerm"));
   remove.addEventListener("click", () => { row.remove(); saveGlossary(); });
   row.insertCell().append(remove);
   $("glossary-rows").append(row);
@@ -38,7 +42,7 @@ export function glossaryTerms() {
 function saveGlossary() {
   const terms = glossaryTerms();
   sessionStorage.setItem(GLOSSARY_KEY, JSON.stringify(terms));
-  $("glossary-count").textContent = `(${terms.length} ${terms.length === 1 ? "term" : "terms"})`;
+  tell($("glossary-count"), () => t("termCount", { n: terms.length }));
 }
 
 function parseTermFile(name, text) {
@@ -56,7 +60,7 @@ function parseTermFile(name, text) {
 
 async function importGlossary(file) {
   const rows = parseTermFile(file.name, await file.text());
-  if (!rows.length) { showError(400, { error: `${file.name} has no rows of two columns (term, translation)` }); return; }
+  if (!rows.length) { showError(400, { error: t("noTermRows", { name: file.name }) }); return; }
   for (const [source, target] of rows) glossaryRow(source, target);
   saveGlossary();
   $("glossary").open = true;
@@ -69,13 +73,18 @@ export async function loadStoredGlossaries() {
     const response = await fetch("/v2/glossaries", { headers: authHeaders() });
     if (response.ok) glossaries = (await response.json()).glossaries;
   } catch { /* the server is not reachable: the field stays hidden */ }
+  stored = glossaries;
+  listStoredGlossaries();
+  $("glossary-stored-field").hidden = !stored.length;
+}
+
+function listStoredGlossaries() {
   const select = $("glossary-stored");
   const chosen = sessionStorage.getItem(STORED_KEY) || "";
-  select.replaceChildren(new Option("None", ""), ...glossaries.map((g) =>
-    new Option(`${g.name} (${g.source_lang} → ${g.target_lang}, ${g.entry_count} ${g.entry_count === 1 ? "term" : "terms"})`,
+  select.replaceChildren(new Option(t("none"), ""), ...stored.map((g) =>
+    new Option(t("storedLabel", { name: g.name, source: g.source_lang, target: g.target_lang, n: g.entry_count }),
                g.glossary_id)));
-  select.value = glossaries.some((g) => g.glossary_id === chosen) ? chosen : "";
-  $("glossary-stored-field").hidden = !glossaries.length;
+  select.value = stored.some((g) => g.glossary_id === chosen) ? chosen : "";
 }
 
 // The chosen stored glossary's id, or undefined (left out of a JSON body).
@@ -86,14 +95,14 @@ export function storedGlossaryId() {
 export function showGlossaryReport(report) {
   const el = $("glossary-report");
   el.classList.remove("missed");
-  if (!report) { el.textContent = ""; return; }
+  if (!report) { tell(el, ""); return; }
   if (!report.misses.length) {
-    el.textContent = `Glossary: ${report.terms_applied} terms applied, all found in the translation.`;
+    tell(el, () => t("glossaryAllFound", { n: report.terms_applied }));
     return;
   }
-  const missed = report.misses.map((m) => `segment ${m.segment + 1}: ` +
-    m.missing.map((t) => `${t.source} → ${t.target}`).join(", "));
-  el.textContent = `Glossary: ${report.terms_applied} terms applied; missed (after a retry) in ${missed.join("; ")}`;
+  const missed = () => report.misses.map((m) => t("glossaryMissedIn", { n: m.segment + 1,
+    terms: m.missing.map((term) => `${term.source} → ${term.target}`).join(", ") })).join("; ");
+  tell(el, () => t("glossaryMissed", { n: report.terms_applied, missed: missed() }));
   el.classList.add("missed");
 }
 
@@ -105,5 +114,6 @@ export function initGlossary() {
   $("glossary-file").addEventListener("change", (e) => { if (e.target.files[0]) importGlossary(e.target.files[0]); e.target.value = ""; });
   $("glossary-stored").addEventListener("change", (e) => sessionStorage.setItem(STORED_KEY, e.target.value));
   $("api-key").addEventListener("change", loadStoredGlossaries);  // another key may use other glossaries
+  onLanguage(listStoredGlossaries);
   loadStoredGlossaries();
 }

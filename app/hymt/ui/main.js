@@ -1,16 +1,28 @@
-// The translation page's entry point: reads the server's languages and settings, then wires up each part.
+// The translation page's entry point: its theme and language first, then the server's languages and settings,
+// then each part wired up.
 import { showAlternatives } from "./alternatives.js";
 import { initApiKey } from "./api-key.js";
 import { copyOutput } from "./copy.js";
 import { initDocuments } from "./documents.js";
 import { initGlossary } from "./glossary.js";
 import { pollHealth } from "./health.js";
+import { initLanguage, onLanguage, t, tell } from "./i18n.js";
 import { initPickers, refreshPickers } from "./pickers.js";
 import { $, state } from "./state.js";
+import { setBusy } from "./streaming.js";
+import { initTheme } from "./theme.js";
 import { initTextBox, languagesChanged, translate, updateCounter } from "./translate-text.js";
 import { readUrl } from "./url-state.js";
+import { initViews } from "./views.js";
 
 async function init() {
+  initTheme();
+  initLanguage();
+  tell($("status"), () => t("connecting"));
+  tell($("quality-note"), () => t("checkingQuality"));
+  tell($("copy"), () => t("copy"));
+  setBusy(false);
+  initViews();
   const [languages, settings] = await Promise.all([
     fetch("/languages").then((r) => r.json()), fetch("/frontend/settings").then((r) => r.json()),
   ]);
@@ -20,11 +32,12 @@ async function init() {
   $("file").accept = state.fileFormats.join(",");
   initApiKey(settings);
   state.typingDelay = Number(settings.frontendTimeout) || state.typingDelay;
-  $("source").add(new Option("Auto-detect", "auto"));
+  $("source").add(new Option(t("autoDetect"), "auto"));
   $("target").add(new Option("English", "en"));
   refreshPickers();
-  readUrl();
+  const understood = readUrl();
   refreshPickers();
+  onLanguage(refreshPickers);  // the languages' names in the page's language
   updateCounter();
   initPickers(languagesChanged);
   initTextBox();
@@ -34,7 +47,7 @@ async function init() {
   initGlossary();
   pollHealth();
   setInterval(pollHealth, 5000);
-  if ($("input").value.trim()) translate({ typed: true });  // a shared URL with text: its translation
+  if (understood && $("input").value.trim()) translate({ typed: true });  // a shared URL with text: its translation
 }
 
 init();

@@ -1,9 +1,11 @@
 // What the page tells the person: errors in the alert line, and the one screen-reader announcement.
 import { askForKey } from "./api-key.js";
+import { t, tell } from "./i18n.js";
 import { $ } from "./state.js";
 
-// What a status means, said before the server's own words unless those already say it.
-const PREFIXES = { 429: "The server is busy", 413: "Too long", 503: "Not ready" };
+// What a status means, said before the server's own words unless those already say it (the server speaks
+// English: its words are compared with the English prefix).
+const PREFIXES = { 429: "busy", 413: "tooLong", 503: "notReady" };
 
 export function sentence(text) {
   return text.charAt(0).toUpperCase() + text.slice(1);
@@ -11,28 +13,33 @@ export function sentence(text) {
 
 export function errorText(status, body) {
   // One clean sentence for a refusal or a failure: the server's words, said once, with what the status means.
-  const text = body && body.error ? body.error : `the server answered ${status}`;
+  const text = body && body.error ? body.error : t("answered", { status });
   const prefix = PREFIXES[status];
-  if (!prefix || (body && body.error_type === "rate_limited") || text.toLowerCase().startsWith(prefix.toLowerCase())) {
+  if (!prefix || (body && body.error_type === "rate_limited") ||
+      text.toLowerCase().startsWith(t(prefix, {}, "en").toLowerCase())) {
     return sentence(text);
   }
-  return `${prefix}: ${text}`;
+  return t("prefixed", { prefix: t(prefix), text });
+}
+
+export function showMessage(words) {
+  // words: as tell() takes them (a function, worded again in another page language, or a fixed text).
+  tell($("message"), words);
 }
 
 export function showError(status, body) {
   if (status === 401 || status === 403) {
-    const text = body && body.error ? body.error : `the server answered ${status}`;
-    askForKey($("api-key").value ? `This API key was refused: ${text}` : "This server requires an API key: enter it above.");
+    const text = body && body.error ? body.error : t("answered", { status });
+    askForKey($("api-key").value ? () => t("keyRefused", { text }) : () => t("keyRequired"));
     return;
   }
-  $("message").textContent = errorText(status, body);
+  showMessage(() => errorText(status, body));
 }
 
 export function retryText(seconds, body) {
   // A 429: what happened, and when the page asks again by itself (a clause: sentence() starts a sentence with it).
-  const why = body && body.error_type === "rate_limited" ? "too many requests for now (the server's rate limit)"
-    : "the server is busy";
-  return `${why}; trying again in ${seconds} s`;
+  const why = body && body.error_type === "rate_limited" ? t("rateLimited") : t("serverBusy");
+  return t("retrying", { why, seconds });
 }
 
 export function say(text) {

@@ -1,4 +1,5 @@
 // The translation options the server offers: quality best, and the style or background instruction.
+import { t, tell } from "./i18n.js";
 import { $ } from "./state.js";
 
 export function showQuality(quality) {
@@ -6,10 +7,7 @@ export function showQuality(quality) {
   const box = $("quality-best");
   box.disabled = !quality.best;
   if (!quality.best) box.checked = false;
-  $("quality-note").textContent = quality.best
-    ? `Six translations fused into one by Hunyuan-MT-Chimera-7B: about seven times the work of one translation, ` +
-      `and the text appears when it is done.`
-    : `Not available here: ${quality.reason}`;
+  tell($("quality-note"), () => (quality.best ? t("qualityBest") : t("qualityUnavailable", { reason: quality.reason })));
 }
 
 export function showInstructions(family) {

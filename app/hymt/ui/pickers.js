@@ -1,13 +1,20 @@
 // The language pickers: search that narrows each list and keeps the selection, and the detected source language.
+import { t, tell } from "./i18n.js";
 import { $, state } from "./state.js";
 
 // A detection less sure than this is shown as a guess.
 const GUESS_BELOW = 60;
 
 function languageLabel(code) {
-  if (code === "auto") return "Auto-detect";
+  if (code === "auto") return t("autoDetect");
   const lang = state.languages.find((l) => l.code === code);
-  return lang ? `${lang.name} · ${lang.native} (${lang.code})` : code;
+  return lang ? t("languageLabel", { lang }) : code;
+}
+
+export function languageName(code) {
+  // A language's name in the page's language.
+  const lang = state.languages.find((l) => l.code === code);
+  return lang ? t("languageName", { lang }) : code;
 }
 
 function fillSelect(select, filter, withAuto, hint) {
@@ -15,15 +22,18 @@ function fillSelect(select, filter, withAuto, hint) {
   const keep = select.value || (withAuto ? "auto" : "en");
   const needle = filter.trim().toLowerCase();
   const codes = (withAuto ? ["auto"] : []).concat(state.languages.map((l) => l.code));
-  const matches = codes.filter((code) => !needle || languageLabel(code).toLowerCase().includes(needle) ||
-    (state.languages.find((l) => l.code === code) || { chinese: "" }).chinese.includes(needle));
+  // A language is found by its English, native or Chinese name, whichever the page's language.
+  const names = (code) => {
+    const lang = state.languages.find((l) => l.code === code);
+    return [languageLabel(code), ...(lang ? [lang.name, lang.native, lang.chinese] : [t("autoDetect", {}, "en")])];
+  };
+  const matches = codes.filter((code) => !needle || names(code).some((n) => n.toLowerCase().includes(needle)));
   select.replaceChildren();
-  if (!matches.includes(keep)) select.add(new Option(`${languageLabel(keep)} (selected)`, keep));
+  if (!matches.includes(keep)) select.add(new Option(t("selected", { label: languageLabel(keep) }), keep));
   for (const code of matches) select.add(new Option(languageLabel(code), code));
   select.value = keep;
   const found = matches.filter((c) => c !== "auto").length;
-  hint.textContent = !needle ? "" : found ? `${found} ${found === 1 ? "match" : "matches"}: pick from the list ` +
-    "(Enter: the first)" : `No language matches “${filter.trim()}”`;
+  hint.textContent = !needle ? "" : found ? t("matches", { n: found }) : t("noMatch", { filter: filter.trim() });
   return matches;
 }
 
@@ -48,11 +58,10 @@ export function showDetected(d) {
   state.detected = lang ? d.language : null;
   const el = $("detected");
   el.classList.toggle("guess", Boolean(lang) && d.confidence < GUESS_BELOW);
-  if (!d) { el.textContent = ""; return; }
-  if (!lang) { el.textContent = "Detected: not sure which language this is"; return; }
+  if (!d) { tell(el, ""); return; }
+  if (!lang) { tell(el, () => t("detectedUnsure")); return; }
   const pct = Math.round(d.confidence);
-  el.textContent = d.confidence < GUESS_BELOW ? `Detected: perhaps ${lang.name} (a guess, ${pct}%)`
-    : `Detected: ${lang.name} (${pct}%)`;
+  tell(el, () => t(d.confidence < GUESS_BELOW ? "detectedGuess" : "detected", { name: languageName(lang.code), pct }));
 }
 
 export function initPickers(languagesChanged) {

@@ -2,17 +2,18 @@
 // running one) through postStream; a document reads its own stream (documents.js) beside them.
 import { hideAlternatives } from "./alternatives.js";
 import { authHeaders } from "./api-key.js";
-import { showError } from "./messages.js";
+import { t, tell } from "./i18n.js";
+import { showError, showMessage } from "./messages.js";
 import { $, state } from "./state.js";
 
 // Retry-After beyond this (or unreadable) is taken as this many seconds: the page asks again by itself.
 const RETRY_MAX_S = 300;
 const RETRY_DEFAULT_S = 2;
 
-function setBusy(busy) {
+export function setBusy(busy) {
   state.busy = busy;
   $("translate").disabled = busy;
-  $("translate").textContent = busy ? "Translating…" : "Translate";
+  tell($("translate"), () => t(busy ? "translating" : "translate"));
 }
 
 function parseEvents(buffer, onEvent) {
@@ -68,7 +69,7 @@ export async function postStream(url, { headers = {}, body }, onEvent, { onBusy 
   cancelRunning();
   const controller = new AbortController();
   state.controller = controller;
-  $("message").textContent = "";
+  showMessage("");
   hideAlternatives();
   const progress = $("progress");
   progress.value = 0; progress.hidden = false;
@@ -85,7 +86,7 @@ export async function postStream(url, { headers = {}, body }, onEvent, { onBusy 
     await readEvents(response, (kind, data) => { if (state.controller === controller) onEvent(kind, data); });
   } catch (err) {
     if (err.name !== "AbortError" && state.controller === controller) {
-      $("message").textContent = `The server could not be reached: ${err.message}`;
+      showMessage(() => t("unreachable", { error: err.message }));
     }
   } finally {
     if (state.controller === controller) {  // a request that was replaced leaves the page to its successor

@@ -3,9 +3,11 @@
 import { hideAlternatives } from "./alternatives.js";
 import { glossaryTerms, showGlossaryReport, storedGlossaryId } from "./glossary.js";
 import { clearDocumentReport } from "./documents.js";
-import { retryText, say, sentence, showError } from "./messages.js";
+import { showStatus } from "./health.js";
+import { t, tell } from "./i18n.js";
+import { retryText, say, sentence, showError, showMessage } from "./messages.js";
 import { instructions } from "./options.js";
-import { refreshPickers, showDetected } from "./pickers.js";
+import { languageName, refreshPickers, showDetected } from "./pickers.js";
 import { $, state } from "./state.js";
 import { cancelRunning, postStream } from "./streaming.js";
 import { updateUrl } from "./url-state.js";
@@ -19,15 +21,19 @@ export function updateCounter() {
 export async function translate({ typed = false } = {}) {
   // typed: from translate-as-you-type (quiet when there is nothing to do); otherwise the button or Ctrl+Enter.
   clearTimeout(state.typingTimer);
-  clearTimeout(state.retryTimer);  // this request is the retry, or (a press of Translate) goes instead of it
+  if (state.retryTimer) showStatus();  // this request goes instead of the pending retry (a press of Translate)
+  clearTimeout(state.retryTimer);
   state.retryTimer = null;
   const text = $("input").value;
   if (!text.trim()) {
     cancelRunning();
-    if (!typed) $("message").textContent = "Nothing to translate yet: type or paste some text first.";
+    if (!typed) showMessage(() => t("nothingToTranslate"));
     return;
   }
-  if (text.length > state.charLimit) { showError(413, { error: `${text.length} characters; the limit is ${state.charLimit}` }); return; }
+  if (text.length > state.charLimit) {
+    showError(413, { error: t("overLimit", { n: text.length, limit: state.charLimit }) });
+    return;
+  }
   const request = { text, source: $("source").value, target: $("target").value,
                     quality: $("quality-best").checked ? "best" : "standard", glossary: glossaryTerms(),
                     glossary_id: storedGlossaryId(), ...instructions() };
@@ -38,7 +44,6 @@ export async function translate({ typed = false } = {}) {
   $("output").textContent = "";
   showGlossaryReport(null);
   const progress = $("progress");
-  const targetName = (state.languages.find((l) => l.code === request.target) || { name: request.target }).name;
   await postStream("/api/translate", {
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ ...request, stream: true }),
@@ -46,9 +51,9 @@ export async function translate({ typed = false } = {}) {
     if (kind === "start") {
       progress.max = Math.max(1, body.segments);
       showDetected(body.detectedLanguage);
-      if (body.quality === "best") $("output").textContent = "Translating six candidates…";
+      if (body.quality === "best") $("output").textContent = t("translatingCandidates");
     } else if (kind === "candidates") {
-      $("output").textContent = "Fusing the candidates…";
+      $("output").textContent = t("fusing");
     } else if (kind === "progress" || kind === "token") {
       progress.value = body.done;
       $("output").textContent = body.partial;
@@ -56,7 +61,7 @@ export async function translate({ typed = false } = {}) {
       progress.value = progress.max;
       $("output").textContent = body.translatedText;
       showGlossaryReport(body.glossary);
-      say(`Translation into ${targetName} finished: ${body.translatedText.slice(0, 300)}`);
+      say(t("finished", { name: languageName(request.target), text: body.translatedText.slice(0, 300) }));
     } else if (kind === "error") {
       showError(0, body);
     }
@@ -65,15 +70,18 @@ export async function translate({ typed = false } = {}) {
 
 function retryLater(seconds, body) {
   // Refused with 429: said once, then asked again after Retry-After with whatever the text is by then. Edits
-  // meanwhile send nothing of their own (scheduleTyping): the one pending retry takes the latest text.
+  // meanwhile send nothing of their own (scheduleTyping): the one pending retry takes the latest text. The status
+  // line says so meanwhile, rather than the "Ready" of the last /health.
   state.lastSent = null;  // what was refused was not translated: the same text goes again
-  $("message").textContent = sentence(retryText(seconds, body));
+  showMessage(() => sentence(retryText(seconds, body)));
   clearTimeout(state.retryTimer);
   state.retryTimer = setTimeout(() => {
     state.retryTimer = null;
-    $("message").textContent = "";  // the retry goes now (or, the text emptied meanwhile, is not needed)
+    showMessage("");  // the retry goes now (or, the text emptied meanwhile, is not needed)
+    showStatus();
     translate({ typed: true });
   }, seconds * 1000);
+  showStatus(seconds);
 }
 
 export function languagesChanged() {
@@ -98,9 +106,10 @@ function clearAll() {
   cancelRunning();
   clearTimeout(state.typingTimer);
   clearTimeout(state.retryTimer);
+  if (state.retryTimer) showStatus();
   state.retryTimer = null;
   state.lastSent = null;
-  $("input").value = ""; $("output").textContent = ""; $("message").textContent = ""; $("note").textContent = "";
+  $("input").value = ""; $("output").textContent = ""; showMessage(""); tell($("note"), "");
   showDetected(null); showGlossaryReport(null); hideAlternatives(); say("");
   clearDocumentReport();
   updateCounter(); updateUrl(); $("input").focus();
@@ -110,11 +119,10 @@ function swap() {
   const source = $("source"), target = $("target");
   const from = source.value === "auto" ? state.detected : source.value;
   if (!from) {
-    $("message").textContent = "Nothing to swap yet: the source language is detected with the first " +
-      "translation; translate first, or pick the source language.";
+    showMessage(() => t("nothingToSwap"));
     return;
   }
-  $("message").textContent = "";
+  showMessage("");
   const to = target.value;
   $("source-filter").value = ""; $("target-filter").value = "";
   refreshPickers();
