@@ -115,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hymt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of the output left (`hymt profile | head`): end quietly, as shell tools do, and keep Python's
+        # flush at exit from raising it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 2
 
 

@@ -112,6 +112,20 @@ def test_a_bad_log_level_is_one_line_with_the_other_settings():
     assert "HYMT_LOG_LEVEL must be one of debug, info, warning, error, critical, not 'bogus'" in result.stderr
 
 
+def test_a_reader_that_leaves_early_ends_it_quietly():
+    """`hymt profile | head -c 1`: the reader is gone before the plan is printed; no BrokenPipeError traceback."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "hymt", "profile", "--family", "hy-mt2-1.8b", "--gpu-memory-gb", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    assert child.wait(timeout=600) == 141
+    assert child.stderr.read() == ""
+
+
 @pytest.mark.parametrize(
     "model,needle", [("/no/such/model", "does not exist"), ("some-org/not-downloadable-here", "cannot fetch")]
 )
