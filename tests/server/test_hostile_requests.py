@@ -202,6 +202,17 @@ def test_multipart_and_form_abuse_is_a_4xx(server, body, content_type):
     assert response.json()["error"]
 
 
+def test_a_form_or_query_string_that_is_not_utf8_or_has_too_many_fields_says_which(server):
+    form = "application/x-www-form-urlencoded"
+    for path, body, said in (
+        ("/translate", b"q=%FF%FE&target=de", "the form is not UTF-8 text"),
+        ("/translate?q=%FF%FE&target=de", b"", "the query string is not UTF-8 text"),
+        ("/translate", b"&".join(b"f%d=v" % i for i in range(1500)), "invalid form: Max number of fields exceeded"),
+    ):
+        response = raw(server, path, body, form)
+        assert response.status_code == 400 and response.json()["error"] == said, response.text
+
+
 def test_multipart_text_that_is_not_utf8_is_refused(server):
     # Starlette alone reads such a part as Latin-1, and the garbled text would be translated.
     for value in (b"caf\xe9 \xff\xfe", "\ud800".encode("utf-8", "surrogatepass")):

@@ -55,21 +55,25 @@ async def read_body(request: Request, settings: Settings, forms: bool = True, li
     requests; documents have their own)."""
     data = await _read_body(request, settings, forms, limit)
     if forms and request.url.query and (isinstance(data, FormData) or not data):
-        try:
-            query = parse_qsl(
-                request.url.query,
-                keep_blank_values=True,
-                encoding="utf-8",
-                errors="strict",
-                max_num_fields=MAX_FORM_FIELDS,
-            )
-        except UnicodeDecodeError:
-            raise BadRequest("the query string is not UTF-8 text", error_type="invalid_text") from None
-        except ValueError as exc:
-            raise BadRequest(f"invalid query string: {exc}") from None
-        fields = _form_data(query)
+        fields = _form_data(_url_encoded(request.url.query, "query string"))
         data = FormData({**fields, **data})
     return data
+
+
+def _url_encoded(text: str | bytes, what: str) -> list[tuple[str, str]]:
+    """A query string or an urlencoded form's fields, refused in one line where it is not UTF-8 or has too many."""
+    try:
+        return parse_qsl(
+            text if isinstance(text, str) else text.decode("utf-8"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=MAX_FORM_FIELDS,
+        )
+    except UnicodeDecodeError:
+        raise BadRequest(f"the {what} is not UTF-8 text", error_type="invalid_text") from None
+    except ValueError as exc:
+        raise BadRequest(f"invalid {what}: {exc}") from None
 
 
 async def _read_body(request: Request, settings: Settings, forms: bool, limit: int | None) -> dict:
@@ -80,20 +84,7 @@ async def _read_body(request: Request, settings: Settings, forms: bool, limit: i
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if forms and content_type == "application/x-www-form-urlencoded":
         # Parsed here rather than by Starlette, which turns bytes that are not UTF-8 into U+FFFD silently.
-        body = await _read_limited(request, limit)
-        try:
-            fields = parse_qsl(
-                body.decode("utf-8"),
-                keep_blank_values=True,
-                encoding="utf-8",
-                errors="strict",
-                max_num_fields=MAX_FORM_FIELDS,
-            )
-        except UnicodeDecodeError:
-            raise BadRequest("the form is not UTF-8 text", error_type="invalid_text") from None
-        except ValueError as exc:
-            raise BadRequest(f"invalid form: {exc}") from None
-        return _form_data(fields)
+        return _form_data(_url_encoded(await _read_limited(request, limit), "form"))
     if forms and content_type == "multipart/form-data":
         parser = _TextPartsChecked(
             request.headers,
