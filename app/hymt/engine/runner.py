@@ -246,21 +246,26 @@ class ModelRunner:
 
     def _cpu_decode_batch(self, index: torch.Tensor) -> Batch:
         """The CPU's decoding batch, with the per-segment spans its exact attention calls need."""
-        n = index.shape[0]
-        tokens, positions, starts = self.state[:, index]
+        _, positions, starts = self.state[:, index]
         spans = [
             (i, 1, start, position + 1) for i, (start, position) in enumerate(zip(starts.tolist(), positions.tolist()))
         ]
+        return self._decode_batch(index, max(span[3] for span in spans), spans)
+
+    def _decode_batch(self, index: torch.Tensor, max_kv: int, spans: list | None = None) -> Batch:
+        """One new token for each row of `index`, from the rows' device state (what they fed last, where)."""
+        rows = index.shape[0]
+        tokens, positions, starts = self.state[:, index]
         return Batch(
             input_ids=tokens,
             positions=positions,
             write_index=starts + positions,
-            query_starts=self._arange32[: n + 1],
+            query_starts=self._arange32[: rows + 1],
             kv_starts=torch.cat([starts, starts[:1]]).int(),
             kv_lengths=(positions + 1).int(),
-            logits_index=self._arange[:n],
+            logits_index=self._arange[:rows],
             max_query=1,
-            max_kv=max(span[3] for span in spans),
+            max_kv=max_kv,
             spans=spans,
         )
 
@@ -268,20 +273,7 @@ class ModelRunner:
         """The whole decoding step over the first `rows` entries of the index buffer, from the rows' device state:
         the forward, the sampling, the state's advance; fixed shapes, graph-capturable. The sampled tokens [rows]."""
         index = self._index[:rows]
-        tokens, positions, starts = self.state[:, index]
-        logits = self.decoder.forward(
-            Batch(
-                input_ids=tokens,
-                positions=positions,
-                write_index=starts + positions,
-                query_starts=self._arange32[: rows + 1],
-                kv_starts=torch.cat([starts, starts[:1]]).int(),
-                kv_lengths=(positions + 1).int(),
-                logits_index=self._arange[:rows],
-                max_query=1,
-                max_kv=self.plan.max_seq_tokens,
-            )
-        )
+        logits = self.decoder.forward(self._decode_batch(index, self.plan.max_seq_tokens))
         sampled = self._advance_rows(logits, index, top_k_bound)
         self.state[:, self.pad_row] = 0  # padding rows keep reading and writing the arena's reserved row
         return sampled
