@@ -921,10 +921,19 @@ def test_the_page_speaks_the_browsers_language_and_another_one_picked(browser, s
         pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
         assert pg.input_value("#page-language") == "en" and pg.inner_text("#translate") == "Translate"
         labels = pg.eval_on_selector_all("#page-language option", "els => els.map(e => [e.value, e.lang, e.text])")
-        assert labels == [["en", "en", "English"], ["zh", "zh-CN", "中文"]]
+        assert labels == [["en", "en", "English"], ["zh", "zh-CN", "中文"], ["de", "de", "Deutsch"]]
     finally:
         context.close()
-    context, pg = new_page(browser, server.url + "/", locale="de-DE")  # a language the page lacks: English
+    context, pg = new_page(browser, server.url + "/", locale="de-AT")
+    try:
+        assert pg.input_value("#page-language") == "de" and pg.inner_text("#translate") == "Übersetzen"
+        pg.select_option("#target", "fr")  # the languages' German names are the browser's
+        assert pg.inner_text("#target option:checked") == "Französisch · Français (fr)"
+        pg.fill("#target-filter", "kantones")
+        assert pg.eval_on_selector_all("#target option", "els => els.map(e => e.value)") == ["fr", "yue"]
+    finally:
+        context.close()
+    context, pg = new_page(browser, server.url + "/", locale="ja-JP")  # a language the page lacks: English
     try:
         assert pg.input_value("#page-language") == "en" and pg.inner_text("#translate") == "Translate"
     finally:
@@ -977,7 +986,7 @@ FITS_JS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN", "de-DE"])
 def test_pickers_are_read_whole_on_a_phone(browser, server, locale, artifacts):
     context, pg = new_page(
         browser, server.url + "/", viewport={"width": 390, "height": 844}, is_mobile=True, locale=locale

@@ -1,11 +1,13 @@
 // The page's own words, one catalogue per page language: a string with {name} placeholders, or a function of the
 // same values where the words depend on a number. A key missing from a language falls back to English.
-// Language names come from /languages (name in English, chinese in Chinese), through languageName.
+// Language names come from /languages (name in English, chinese in Chinese) or the browser (German), through
+// languageName.
 
 // The page languages offered: the code, its name in its own language, and the BCP 47 tag the page declares.
 export const PAGE_LANGUAGES = [
   { code: "en", name: "English", tag: "en" },
   { code: "zh", name: "中文", tag: "zh-CN" },
+  { code: "de", name: "Deutsch", tag: "de" },
 ];
 
 const en = {
@@ -283,4 +285,153 @@ const zh = {
   thisFile: "此文件",
 };
 
-export const CATALOGUE = { en, zh };
+// German names of languages from the browser's own data (/languages has English and Chinese ones only).
+const GERMAN_NAMES = new Intl.DisplayNames(["de"], { type: "language", fallback: "none" });
+const germanName = (lang) => GERMAN_NAMES.of(lang.code) || lang.name;
+const begriffe = (n) => `${n} ${n === 1 ? "Begriff" : "Begriffe"}`;
+
+const de = {
+  title: "hymt · Übersetzung mit Hunyuan-MT",
+  modelTitle: "Das Modell, das übersetzt",
+  licenseTitle: "Die Lizenz des Modells",
+  connecting: "Verbindung zum Server wird hergestellt…",
+  apiKey: "API-Schlüssel",
+  apiKeyPlaceholder: "von diesem Server verlangt",
+  theme: "Design",
+  themeSystem: "System",
+  themeLight: "Hell",
+  themeDark: "Dunkel",
+  pageLanguage: "Sprache der Seite",
+  views: "Was übersetzt wird",
+  viewText: "Text",
+  viewFiles: "Dateien",
+  from: "Von",
+  to: "Nach",
+  searchLanguages: "Sprachen suchen",
+  sourceLanguage: "Ausgangssprache",
+  targetLanguage: "Zielsprache",
+  swap: "Sprachen tauschen",
+  inputPlaceholder: "Text eingeben oder einfügen oder ein Dokument hierher ziehen.",
+  inputLabel: "Zu übersetzender Text",
+  dropHere: "Ein Dokument hierher ziehen oder eines auswählen.",
+  chooseDocument: "Dokument auswählen",
+  formats: "Unterstützt: {formats}",
+  clear: "Leeren",
+  translate: "Übersetzen",
+  translating: "Wird übersetzt…",
+  docProgress: "Fortschritt der Dokumentübersetzung",
+  download: "Herunterladen",
+  cancel: "Abbrechen",
+  translation: "Übersetzung",
+  docPreview: "Das übersetzte Dokument",
+  otherTranslations: "Andere Übersetzungen",
+  copy: "Kopieren",
+  copied: "Kopiert",
+  bestQuality: "Beste Qualität",
+  checkingQuality: "Es wird geprüft, ob der Server sie anbietet…",
+  instructionsHint: "Anweisungen, für die dieses Modell offizielle Prompts hat (jeweils eine; ein Satz mit " +
+    "Glossarbegriffen bekommt stattdessen das Glossar).",
+  style: "Stil",
+  stylePlaceholder: "z. B. förmlich, Werbung, locker",
+  background: "Hintergrundinformationen",
+  backgroundPlaceholder: "Worum es im Text geht und für wen er ist",
+  glossary: "Glossar",
+  glossaryHint: "Begriffe mit fester Übersetzung, für diesen Browser-Tab. Das Modell bekommt nur die Begriffe, die " +
+    "in einem Satz vorkommen; ein Begriff, der in der Übersetzung fehlt, wird gemeldet.",
+  sourceTerm: "Ausgangsbegriff",
+  termTranslation: "Übersetzung",
+  removeTerm: "Begriff entfernen",
+  storedGlossary: "Gespeichertes Glossar",
+  none: "Keines",
+  addTerm: "Begriff hinzufügen",
+  importTerms: ".tsv oder .csv importieren",
+  removeAll: "Alle entfernen",
+  health: "Zustand",
+  metrics: "Metriken",
+  languageName: ({ lang }) => germanName(lang),
+  languageLabel: ({ lang }) => (germanName(lang) === lang.native ? `${lang.native} (${lang.code})`
+    : `${germanName(lang)} · ${lang.native} (${lang.code})`),
+  autoDetect: "Automatisch erkennen",
+  selected: "{label} (ausgewählt)",
+  matches: "{n} Treffer: aus der Liste wählen (Eingabetaste: den ersten)",
+  noMatch: "Keine Sprache passt zu „{filter}“",
+  detectedUnsure: "Erkannt: unklar, welche Sprache das ist",
+  detectedGuess: "Erkannt: vielleicht {name} (geschätzt, {pct} %)",
+  detected: "Erkannt: {name} ({pct} %)",
+  busy: "Der Server ist ausgelastet",
+  tooLong: "Zu lang",
+  notReady: "Nicht bereit",
+  prefixed: "{prefix}: {text}",
+  answered: "der Server antwortete mit {status}",
+  keyRefused: "Dieser API-Schlüssel wurde abgelehnt: {text}",
+  keyRequired: "Dieser Server verlangt einen API-Schlüssel: bitte oben eingeben.",
+  rateLimited: "im Moment zu viele Anfragen (das Limit des Servers)",
+  serverBusy: "der Server ist ausgelastet",
+  retrying: "{why}; neuer Versuch in {seconds} s",
+  unreachable: "Der Server war nicht erreichbar: {error}",
+  unreachableClause: "der Server war nicht erreichbar: {error}",
+  nothingToTranslate: "Noch nichts zu übersetzen: zuerst Text eingeben oder einfügen.",
+  overLimit: "{n} Zeichen; die Grenze liegt bei {limit}",
+  translatingCandidates: "Sechs Kandidaten werden übersetzt…",
+  fusing: "Die Kandidaten werden zusammengeführt…",
+  finished: "Übersetzung fertig ({name}): {text}",
+  nothingToSwap: "Noch nichts zu tauschen: Die Ausgangssprache wird mit der ersten Übersetzung erkannt; zuerst " +
+    "übersetzen oder die Ausgangssprache wählen.",
+  unknownSource: "Die Adresse verlangt die Ausgangssprache „{code}“, die dieser Server nicht anbietet: bitte eine " +
+    "aus der Liste wählen.",
+  unknownTarget: "Die Adresse verlangt die Zielsprache „{code}“, die dieser Server nicht anbietet: bitte eine " +
+    "aus der Liste wählen.",
+  nothingToCopy: "Noch nichts zu kopieren: zuerst etwas übersetzen.",
+  copyRefused: "Dieser Browser lässt die Seite hier nicht kopieren: Die Übersetzung ist markiert, Strg+C (⌘C) " +
+    "kopiert sie.",
+  onGpu: "auf der GPU ({used} von {total} GB)",
+  onCpu: "auf der CPU",
+  license: "Lizenz: {license}",
+  waiting: ({ n }) => `, ${n} ${n === 1 ? "Satz wartet" : "Sätze warten"}`,
+  healthy: "Bereit: übersetzt {where}, Profil {profile}{waiting}",
+  degraded: "Ausgelastet: Übersetzungen können langsam sein{waiting} (Profil {profile})",
+  loading: "Startet: {phase}… Texte können schon eingegeben werden",
+  loadingModel: "Modell wird geladen",
+  draining: "Wird heruntergefahren: neue Übersetzungen werden abgelehnt",
+  unhealthy: "Funktioniert nicht: {error}",
+  cannotTranslate: "der Server kann gerade nicht übersetzen",
+  serverDown: "Der Server ist nicht erreichbar: Läuft er?",
+  retryPending: "Ausgelastet: Der Server hat eine Übersetzung vorerst abgelehnt; sie wird in {seconds} s erneut " +
+    "gesendet",
+  qualityBest: "Sechs Übersetzungen, von Hunyuan-MT-Chimera-7B zu einer zusammengeführt: etwa siebenmal so viel " +
+    "Arbeit wie eine Übersetzung, und der Text erscheint, wenn er fertig ist.",
+  qualityUnavailable: "Hier nicht verfügbar: {reason}",
+  translateFirst: "Zuerst einen Text übersetzen; dann lassen sich andere Übersetzungen davon zeigen.",
+  lookingForOthers: "Andere Übersetzungen werden gesucht…",
+  replaced: "Übersetzung ersetzt.",
+  choices: "{n} Übersetzungen zur Auswahl, die beste zuerst.",
+  termCount: ({ n }) => `(${begriffe(n)})`,
+  noTermRows: "{name} hat keine Zeilen mit zwei Spalten (Begriff, Übersetzung)",
+  storedLabel: ({ name, source, target, n }) => `${name} (${source} → ${target}, ${begriffe(n)})`,
+  glossaryAllFound: ({ n }) => `Glossar: ${begriffe(n)} angewandt, alle in der Übersetzung gefunden.`,
+  glossaryMissedIn: "Segment {n}: {terms}",
+  glossaryMissed: ({ n, missed }) => `Glossar: ${begriffe(n)} angewandt; fehlt (auch nach einem neuen Versuch) ` +
+    `in ${missed}`,
+  secondsLeft: ", noch etwa {n} s",
+  minutesLeft: ", noch etwa {n} min",
+  notTranslated: "{name} wurde nicht übersetzt: {error}",
+  cancelled: "Abgebrochen: {name} wurde nicht übersetzt.",
+  cancelledSaid: "Übersetzung von {name} abgebrochen.",
+  starting: "{name} beginnt: {n} Segmente",
+  ahead: ({ name, n }) => `${name} wartet auf die Übersetzung: ${n} ${n === 1 ? "Dokument" : "Dokumente"} davor`,
+  nextInLine: "{name} wartet auf die Übersetzung: als Nächstes an der Reihe",
+  progress: "{name} wird übersetzt: {done} / {total} Segmente{left}",
+  streamEnded: "der Server beendete den Datenstrom, bevor das Dokument übersetzt war",
+  sending: "{name} wird gesendet…",
+  sendingRetry: "{name} wird gesendet: {retry}",
+  downloadName: "{name} herunterladen",
+  documentDone: "{name}: {n} Segmente übersetzt.",
+  markupLost: " {n} Segment(e) verloren bei der Übersetzung ihr Inline-Markup: Ihre Formatierung gilt jetzt für " +
+    "das ganze Segment.",
+  documentReady: "{name} ist übersetzt und bereit zum Herunterladen.",
+  cancelling: "{name} wird abgebrochen…",
+  unsupportedFile: "{ext} wird nicht unterstützt; unterstützt: {formats}",
+  thisFile: "diese Datei",
+};
+
+export const CATALOGUE = { en, zh, de };
