@@ -822,6 +822,29 @@ def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
     assert page.inner_text("#status").startswith("Ready")
 
 
+def test_a_document_refused_by_a_busy_server_is_sent_again_by_itself(page, tmp_path):
+    """A 429 for a document (its queue full, Retry-After: 1): said once in its place, then sent again."""
+    sent = []
+
+    def handle(route):
+        sent.append(route.request.url)
+        if len(sent) == 1:
+            route.fulfill(status=429, headers={"Retry-After": "1"}, json=BUSY)
+        else:
+            route.continue_()
+
+    page.route("**/api/translate_file", handle)
+    record(page, "#doc-status", "docStatus")
+    document = tmp_path / "notes.txt"
+    document.write_text("Hello there.\n", encoding="utf-8")
+    page.set_input_files("#file", str(document))
+    page.wait_for_selector("#download:not([hidden])", timeout=60_000)
+    assert len(sent) == 2
+    said = [s for s in page.evaluate("window.docStatus") if "busy" in s]
+    assert said == ["Sending notes.txt: the server is busy; trying again in 1 s"], said
+    assert page.inner_text("#message") == ""
+
+
 def test_an_edit_while_a_retry_waits_goes_with_that_one_retry(page):
     """Typing on while the page waits out Retry-After sends nothing sooner and stacks no retry: the one retry, when
     its time comes, carries the latest text."""
