@@ -508,7 +508,7 @@ def test_page_modules_load_as_javascript_without_errors(browser, server):
     )
     pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
     pg.wait_for_function(IDLE)
-    assert pg.get_attribute("script[src]", "type") == "module"
+    assert pg.get_attribute("script[src='/static/main.js']", "type") == "module"  # theme-early.js: classic
     assert set(scripts) == {p.name for p in UI_DIR.glob("*.js")}
     for name, (status, media_type) in scripts.items():
         assert status == 200 and media_type.split(";")[0] in ("text/javascript", "application/javascript"), name
@@ -911,6 +911,25 @@ def test_the_theme_switch_overrides_the_system_and_is_remembered(browser, server
         assert pg.evaluate(BACKGROUND) == LIGHT
         assert pg.evaluate("localStorage.getItem('hymt-theme')") == "light"
         assert pg.inner_text("label:has(#theme)").startswith("Theme")  # labelled
+    finally:
+        context.close()
+
+
+def test_the_chosen_theme_is_there_before_the_page_script_runs(browser, server):
+    """No flash of the other theme on load: the choice applies before the modules (held here) have run."""
+    context = browser.new_context(color_scheme="light")
+    context.add_init_script("localStorage.setItem('hymt-theme', 'dark')")
+    held = []
+    context.route("**/static/main.js", lambda route: held.append(route))
+    try:
+        pg = context.new_page()
+        pg.goto(server.url + "/", wait_until="commit")
+        pg.wait_for_function("document.readyState === 'interactive'")  # parsed, its module not run (held)
+        assert held and pg.evaluate("document.querySelector('#theme').value") == "system"  # theme.js has not run
+        assert pg.evaluate(BACKGROUND) == DARK
+        held[0].continue_()
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert pg.input_value("#theme") == "dark" and pg.evaluate(BACKGROUND) == DARK
     finally:
         context.close()
 
