@@ -96,6 +96,12 @@ class NotReady(RetryLater):
     error_type = "not_ready"
 
 
+class StoreUnavailable(NotReady):
+    """The database (HYMT_DATABASE_URL) cannot be reached: what needs it waits; text translation goes on."""
+
+    error_type = "store_unavailable"
+
+
 class Cancelled(HymtError):
     status = 499
     error_type = "cancelled"

@@ -64,6 +64,12 @@ class Settings:
     max_running_jobs: int = 8
     max_queued_job_segments: int = 1_000_000
     max_queued_job_bytes: int = 2_000_000_000
+    # Several replicas: a PostgreSQL URL (postgresql://user:password@host/db) holding the jobs, their files, the
+    # stored glossaries and usage for all of them instead of HYMT_DATA_DIR's SQLite file. Not in repr: a password.
+    database_url: str | None = field(default=None, repr=False)
+    # How long a replica's claim on a running job lasts without a heartbeat (it renews it every third of this):
+    # a replica killed mid-job hands it on to another this long after its last heartbeat.
+    job_lease_s: float = 30.0
     # On SIGTERM: seconds to finish the requests in flight (new ones get 503) before exiting. Keep it below the
     # supervisord and compose stop timeouts, which end the process the hard way.
     drain_grace_s: float = 20.0
@@ -151,6 +157,7 @@ class Settings:
             "max_running_jobs",
             "max_queued_job_segments",
             "max_queued_job_bytes",
+            "job_lease_s",
             "max_glossary_entries",
         )
         for name in positive:
@@ -177,6 +184,8 @@ class Settings:
                 )
         if "none" in self.cors_origins and len(self.cors_origins) > 1:
             raise ConfigError("HYMT_CORS_ORIGINS: none cannot be combined with origins")
+        if self.database_url is not None and not re.match(r"postgres(ql)?://", self.database_url):
+            raise ConfigError("HYMT_DATABASE_URL must be a PostgreSQL URL: postgresql://user:password@host:5432/db")
         if not 16 <= self.max_segment_tokens <= 4096:
             raise ConfigError("HYMT_MAX_SEGMENT_TOKENS must be between 16 and 4096 (input + output stay inside 8k)")
 

@@ -1,9 +1,9 @@
 """The appliance's database: one SQLite file under HYMT_DATA_DIR, its schema brought up to date at open.
 
 SQLite is the default because the appliance is one process on one machine: nothing to install or run beside it, and
-the file lives in the data volume. Several replicas sharing one database will want PostgreSQL; the SQL the stores
-send is kept plain for that day, and what is SQLite's own (the pragmas, the schema version in `user_version`, how a
-transaction begins) stays inside this class.
+the file lives in the data volume. Several replicas share PostgreSQL instead (postgres.py, HYMT_DATABASE_URL): the
+stores send the same plain SQL to both, and what is SQLite's own (the pragmas, the schema version in `user_version`,
+how a transaction begins) stays inside this class.
 
 One connection serves every thread (the server's event loop, its thread pool, the document worker), one transaction
 at a time under a lock: the stores' transactions are short, and SQLite writes one at a time anyway.
@@ -88,11 +88,24 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (owner, period)
     );
     """,
+    # 3: which replica translates a job, and until when its claim holds without a heartbeat (jobs.py's claim()).
+    """
+    ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
+    ALTER TABLE jobs ADD COLUMN lease_until DOUBLE PRECISION;
+    """,
 )
 
 
 class Database:
     """One SQLite file, opened (created when missing) and migrated to the newest schema this code knows."""
+
+    name = "sqlite"
+    # One appliance's own file: a lease left in it is a dead process's (jobs.py releases them at open).
+    shared = False
+    # What a claim adds to lock the row it takes: nothing here, since BEGIN IMMEDIATE holds the whole file.
+    lock_rows = ""
+    # Why the database cannot be used now; a local file is never "unreachable", so always None.
+    error: str | None = None
 
     def __init__(self, path: str | Path, migrations: tuple[str, ...] = MIGRATIONS):
         self.path = Path(path)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from .database import Database
+from .backend import Backend
 
 # DeepL's glossary ids are UUIDs; ours are too, so that clients that check the shape accept them.
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -37,7 +37,7 @@ _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM glossaries"
 
 
 class GlossaryStore:
-    def __init__(self, database: Database, *, clock: Callable[[], float] = time.time):
+    def __init__(self, database: Backend, *, clock: Callable[[], float] = time.time):
         self.database = database
         self.clock = clock
 

@@ -8,6 +8,11 @@ file; a kill in between leaves at most a folder without a row, which expire() sw
 
 State changes that do not apply (finish a cancelled job, start a done one) change nothing and say so in their return
 value instead of raising: an owner cancelling a job while its last text finishes is an ordinary race.
+
+Workers claim jobs (claim()): a claim is a lease, the replica's id and a time, which its worker renews while the job
+runs (renew()). A replica that dies stops renewing, and once the lease has run out another claims the job and resumes
+it from its checkpointed texts. On SQLite (one appliance per file) the leases left in the file at open are a dead
+process's, so they are released at once and a restart resumes without waiting them out.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 
-from .database import Database
+from .backend import Backend
 
 # A folder without a row is swept only after this long: create() writes the folder before it inserts the row.
 ORPHAN_GRACE_S = 3600.0
@@ -42,6 +49,7 @@ class JobState(StrEnum):
 
 UNFINISHED = (JobState.QUEUED, JobState.TRANSLATING)
 _UNFINISHED_SQL = "state IN ('queued', 'translating')"
+_CLAIMABLE_SQL = f"{_UNFINISHED_SQL} AND (lease_owner IS NULL OR lease_until < ?)"
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,34 @@ def _record(row: tuple) -> JobRecord:
     return JobRecord(**values)
 
 
+def replica_id() -> str:
+    """This process's name in the leases it takes: its host and pid (for whoever reads the table), and a random part
+    so that a pid reused after a restart is not taken for the dead process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
 class JobStore:
-    def __init__(self, database: Database, folder: Path, retention_s: float, *, clock: Callable[[], float] = time.time):
+    """The jobs, with their files in `folder` (jobs/<id>/); job_files.py keeps them in the database instead."""
+
+    def __init__(
+        self,
+        database: Backend,
+        folder: Path | None,
+        retention_s: float,
+        *,
+        clock: Callable[[], float] = time.time,
+        replica: str | None = None,
+    ):
         self.database = database
-        self.folder = Path(folder)
         self.retention_s = retention_s
         self.clock = clock
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.replica = replica or replica_id()
+        if folder is not None:
+            self.folder = Path(folder)
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not database.shared:
+            with database.transaction() as cursor:
+                cursor.execute("UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL")
 
     @staticmethod
     def key_matches(record: JobRecord, key: str) -> bool:
@@ -115,44 +144,53 @@ class JobStore:
         segments_total: int = 0,
     ) -> JobRecord:
         """A new queued job holding `content` as its original."""
-        job_id = secrets.token_hex(16)
-        folder = self.folder / job_id
-        folder.mkdir(mode=0o700)
-        record = JobRecord(
-            id=job_id,
-            key=secrets.token_hex(32),
-            owner=owner,
-            client=client,
-            api=api,
+        record = self._new(
+            content,
             name=name,
             ext=ext,
             media_type=media_type,
             source=source,
             target=target,
             options=options,
+            owner=owner,
+            client=client,
+            api=api,
             billed_characters=billed_characters,
+            segments_total=segments_total,
+        )
+        folder = self.folder / record.id
+        folder.mkdir(mode=0o700)
+        try:
+            _fsync_dir(self.folder)
+            _write_file(folder / "original", content)
+            with self.database.transaction() as cursor:
+                self._insert(cursor, record)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return record
+
+    def _new(self, content: bytes, **fields) -> JobRecord:
+        return JobRecord(
+            id=secrets.token_hex(16),
+            key=secrets.token_hex(32),
             original_bytes=len(content),
             state=JobState.QUEUED,
             segments_done=0,
-            segments_total=segments_total,
             error=None,
             report=None,
             created_at=self.clock(),
             started_at=None,
             finished_at=None,
+            **fields,
         )
-        try:
-            _fsync_dir(self.folder)
-            _write_file(folder / "original", content)
-            with self.database.transaction() as cursor:
-                cursor.execute(
-                    f"INSERT INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                    [getattr(record, column) for column in _COLUMNS],
-                )
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        return record
+
+    @staticmethod
+    def _insert(cursor, record: JobRecord) -> None:
+        cursor.execute(
+            f"INSERT INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+            [getattr(record, column) for column in _COLUMNS],
+        )
 
     def get(self, job_id: str) -> JobRecord | None:
         """The job, or None when there is none of that id (a malformed id included: the database is not asked)."""
@@ -189,6 +227,50 @@ class JobStore:
                 (self.clock(), job_id),
             )
             return cursor.rowcount == 1
+
+    def claim(self, running: Counter[str], exclude: Set[str], lease_s: float) -> JobRecord | None:
+        """Take an unfinished job no live lease holds (not one of `exclude`, this worker's own), for lease_s
+        seconds: the oldest of the client with the fewest `running` here (fair shares hold per replica). None when
+        there is none. Where replicas share the database, a row another is claiming at this moment is skipped
+        (FOR UPDATE SKIP LOCKED), not waited for."""
+        now = self.clock()
+        with self.database.transaction() as cursor:
+            rows = cursor.execute(f"{_SELECT} WHERE {_CLAIMABLE_SQL} ORDER BY created_at, id", (now,)).fetchall()
+            waiting = [record for record in map(_record, rows) if record.id not in exclude]
+            for record in sorted(waiting, key=lambda r: running[r.client]):  # stable: oldest first within a count
+                held = cursor.execute(
+                    f"SELECT id FROM jobs WHERE id = ? AND {_CLAIMABLE_SQL}{self.database.lock_rows}", (record.id, now)
+                ).fetchone()
+                if held is not None:
+                    cursor.execute(
+                        "UPDATE jobs SET lease_owner = ?, lease_until = ? WHERE id = ?",
+                        (self.replica, now + lease_s, record.id),
+                    )
+                    return record
+        return None
+
+    def renew(self, job_ids: Iterable[str], lease_s: float) -> set[str]:
+        """Extend this replica's leases on the jobs; the ids it no longer holds (ended, cancelled, or taken by
+        another replica after the lease ran out), which it should stop translating."""
+        lost = set()
+        until = self.clock() + lease_s
+        with self.database.transaction() as cursor:
+            for job_id in job_ids:
+                cursor.execute(
+                    f"UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND {_UNFINISHED_SQL}",
+                    (until, job_id, self.replica),
+                )
+                if cursor.rowcount != 1:
+                    lost.add(job_id)
+        return lost
+
+    def release(self, job_ids: Iterable[str]) -> None:
+        """Give up this replica's leases on the jobs (a drain): another replica may take them at once."""
+        with self.database.transaction() as cursor:
+            cursor.executemany(
+                "UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?",
+                [(job_id, self.replica) for job_id in job_ids],
+            )
 
     def progress(self, job_id: str, segments_done: int, segments_total: int) -> bool:
         """Record how far the job is; False (nothing changed) when it has ended or does not exist."""
@@ -228,7 +310,9 @@ class JobStore:
             return False
         path = self.folder / job_id / "result"
         _write_file(path, data)
-        if self._end(job_id, JobState.DONE, None, report):
+        with self.database.transaction() as cursor:
+            done = self._end_in(cursor, job_id, JobState.DONE, None, report)
+        if done:
             return True
         # Ended while the file was written: the file goes unless another finish() made the job done with it.
         after = self.get(job_id)
@@ -248,22 +332,31 @@ class JobStore:
         self._end(job_id, JobState.CANCELLED, None)
         return self.get(job_id)
 
-    def _end(self, job_id: str, state: JobState, error: str | None, report: str | None = None) -> bool:
+    def _end(self, job_id: str, state: JobState, error: str | None) -> bool:
         with self.database.transaction() as cursor:
-            cursor.execute(
-                f"UPDATE jobs SET state = ?, error = ?, report = ?, finished_at = ? WHERE id = ? AND {_UNFINISHED_SQL}",
-                (state.value, error, report, self.clock(), job_id),
-            )
-            if cursor.rowcount != 1:
-                return False
-            cursor.execute("DELETE FROM job_texts WHERE job_id = ?", (job_id,))
-            return True
+            return self._end_in(cursor, job_id, state, error)
+
+    def _end_in(self, cursor, job_id: str, state: JobState, error: str | None, report: str | None = None) -> bool:
+        cursor.execute(
+            f"UPDATE jobs SET state = ?, error = ?, report = ?, finished_at = ?, lease_owner = NULL, "
+            f"lease_until = NULL WHERE id = ? AND {_UNFINISHED_SQL}",
+            (state.value, error, report, self.clock(), job_id),
+        )
+        if cursor.rowcount != 1:
+            return False
+        cursor.execute("DELETE FROM job_texts WHERE job_id = ?", (job_id,))
+        return True
 
     def original(self, job_id: str) -> bytes:
         """The uploaded file; FileNotFoundError when the job does not exist (or has expired)."""
         if not _valid(job_id):
             raise FileNotFoundError(f"no job {job_id!r}")
         return (self.folder / job_id / "original").read_bytes()
+
+    def result(self, job_id: str) -> Path | bytes | None:
+        """The translated file, where it is (a path here, its bytes where the database keeps it); None unless the
+        job is done and the file is there."""
+        return self.result_path(job_id)
 
     def result_path(self, job_id: str) -> Path | None:
         """Where the translated file is; None unless the job is done and the file is there."""
@@ -277,14 +370,7 @@ class JobStore:
         """Delete the jobs that ended more than retention_s before `now` (default: the clock), rows and folders,
         and folders left without a row by a kill during create(); how many jobs were deleted."""
         now = self.clock() if now is None else now
-        with self.database.transaction() as cursor:
-            rows = cursor.execute(
-                f"SELECT id FROM jobs WHERE finished_at < ? AND NOT {_UNFINISHED_SQL}", (now - self.retention_s,)
-            ).fetchall()
-            ids = [job_id for (job_id,) in rows]
-            # The texts go with their job (ON DELETE CASCADE).
-            cursor.executemany("DELETE FROM jobs WHERE id = ?", [(job_id,) for job_id in ids])
-            known = {job_id for (job_id,) in cursor.execute("SELECT id FROM jobs").fetchall()}
+        ids, known = self._expire_rows(now)
         # Rows first, then folders: a kill in between leaves folders without rows, swept the next time.
         for job_id in ids:
             shutil.rmtree(self.folder / job_id, ignore_errors=True)
@@ -298,6 +384,18 @@ class JobStore:
             if orphaned:
                 shutil.rmtree(path, ignore_errors=True)
         return len(ids)
+
+    def _expire_rows(self, now: float) -> tuple[builtins.list[str], set[str]]:
+        """Delete the rows of the jobs ended more than retention_s before `now`; their ids, and those left."""
+        with self.database.transaction() as cursor:
+            rows = cursor.execute(
+                f"SELECT id FROM jobs WHERE finished_at < ? AND NOT {_UNFINISHED_SQL}", (now - self.retention_s,)
+            ).fetchall()
+            ids = [job_id for (job_id,) in rows]
+            # The texts (and files kept in the database) go with their job (ON DELETE CASCADE).
+            cursor.executemany("DELETE FROM jobs WHERE id = ?", [(job_id,) for job_id in ids])
+            known = {job_id for (job_id,) in cursor.execute("SELECT id FROM jobs").fetchall()}
+        return ids, known
 
     def queued_totals(self) -> tuple[int, int, int]:
         """The unfinished jobs' count, their segments_total summed and their originals' bytes summed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from .database import Database
+from .backend import Backend
 
 
 def period_of(now: float) -> str:
@@ -14,7 +14,7 @@ def period_of(now: float) -> str:
 
 
 class UsageStore:
-    def __init__(self, database: Database):
+    def __init__(self, database: Backend):
         self.database = database
 
     def add(self, counts: dict[str, int], period: str) -> None:
