@@ -95,6 +95,8 @@ class Monitor:
             sample["note"] = "no GPU visible to NVML: gpu_memory_used_gb is 0"
         if "error" in body:
             sample["error"] = body["error"]
+        if body.get("database_error"):
+            sample["database_error"] = body["database_error"]
         self._count_starts(status, pid)
         self._note_failure(status, info)
         if self.failure is not None:
@@ -147,6 +149,8 @@ class Monitor:
         loading = sample["status"] == "loading" and now - self.started_at < self.settings.health_grace_s
         if sample["status"] == "draining":
             return  # stopping on its own, within HYMT_DRAIN_GRACE_S: a restart would cut its requests short
+        if "database_error" in sample and info.get("statename") == "RUNNING":
+            return  # a restart cannot bring the database back, and would stop text translation meanwhile
         gave_up = info.get("statename") == "FATAL"  # supervisord stopped retrying a crash loop
         if healthy or loading:
             self.failures = 0

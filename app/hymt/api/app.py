@@ -104,7 +104,8 @@ class _Observe:
 def create_app(settings: Settings, decision: Decision, factory=None, on_fatal=None) -> Starlette:
     """The app; `factory` stands in for translation.translator.start (tests)."""
     service = Service(settings=settings, decision=decision, on_fatal=on_fatal)
-    store = open_store(settings.data_folder, settings.file_retention_s)
+    store = open_store(settings.data_folder, settings.file_retention_s, settings.database_url)
+    service.database = store.database
     usage = UsageMeter(store.usage, settings.character_limit)
 
     @contextlib.asynccontextmanager

@@ -145,7 +145,7 @@ async def result(request: Request) -> Response:
         raise HymtError("Document not ready.", error_type="not_ready", status=503)
     if record.state != JobState.DONE:
         raise BadRequest(f"Document translation failed: {record.error or 'cancelled'}")
-    return jobs.result_response(request, record)
+    return await jobs.result_response(request, record)
 
 
 async def _document(request: Request) -> JobRecord:

@@ -73,4 +73,4 @@ async def download_file(request: Request) -> Response:
     record = await run_in_threadpool(request.app.state.jobs.get, request.path_params["file_id"])
     if record is None or record.state != JobState.DONE:
         raise HymtError("no such file (it may have expired)", error_type="not_found", status=404)
-    return jobs.result_response(request, record)
+    return await jobs.result_response(request, record)

@@ -72,11 +72,15 @@ async def health(request: Request) -> JSONResponse:
         "startup": _startup(now.startup) if now.startup else None,
         "uptime_s": round(time.monotonic() - service.started_at, 1),
         "decision_reason": decision.reason,
+        "database": service.database.name if service.database else None,
+        "database_error": service.database.error if service.database else None,
     }
     if decision.gpu is None:
         body["note"] = "no GPU: CPU profile, gpu_memory_used_gb is 0"
     if service.load_error:
         body["error"] = service.load_error
+    elif service.database is not None and service.database.error is not None:
+        body["error"] = service.database.error
     return JSONResponse(body, status_code=200 if status in ("healthy", "degraded") else 503)
 
 

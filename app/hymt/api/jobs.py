@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 import time
+import urllib.parse
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
@@ -172,11 +173,13 @@ def job_json(request: Request, record: JobRecord) -> dict:
     }
 
 
-def result_response(request: Request, record: JobRecord) -> FileResponse:
-    path = _store(request).result_path(record.id)
-    if path is None:
+async def result_response(request: Request, record: JobRecord) -> Response:
+    found = await run_in_threadpool(_store(request).result, record.id)
+    if found is None:
         raise HymtError("no such file (it may have expired)", error_type="not_found", status=404)
-    return FileResponse(path, media_type=record.media_type, filename=record.name)
+    if isinstance(found, bytes):  # kept in the database (HYMT_DATABASE_URL): the same headers as a file's
+        return Response(found, media_type=record.media_type, headers={"Content-Disposition": _disposition(record.name)})
+    return FileResponse(found, media_type=record.media_type, filename=record.name)
 
 
 # -- /api/jobs ------------------------------------------------------------------------------------------------
@@ -213,7 +216,7 @@ async def job_result(request: Request) -> Response:
             error_type="not_ready" if not record.finished else "no_result",
             status=409,
         )
-    return result_response(request, record)
+    return await result_response(request, record)
 
 
 def _store(request: Request) -> JobStore:
@@ -222,6 +225,12 @@ def _store(request: Request) -> JobStore:
 
 def _worker(request: Request) -> JobWorker:
     return request.app.state.worker
+
+
+def _disposition(name: str) -> str:
+    """Content-Disposition for a download named `name`, as Starlette's FileResponse writes it."""
+    quoted = urllib.parse.quote(name)
+    return f"attachment; filename*=utf-8''{quoted}" if quoted != name else f'attachment; filename="{name}"'
 
 
 def _iso(stamp: float | None) -> str | None:

@@ -17,6 +17,7 @@ from ..planner.decision import Decision
 from ..planner.fusion import fusion_settings
 from ..planner.gpu import GIB, process_gpu_memory_bytes
 from ..settings import Settings
+from ..store.backend import Backend
 from ..translation.candidates import CANDIDATE_SAMPLINGS
 from ..translation.translator import Translator, start
 from .ratelimit import Limits
@@ -39,6 +40,9 @@ class Service:
     fusion: Translator | None = None  # the fusion model's own, when it is resident beside the translation model
     fusion_error: str | None = None
     draining: bool = False  # SIGTERM came: requests in flight finish, new ones get 503
+    # The jobs', glossaries' and usage's database: one that cannot be reached makes the service unhealthy (text
+    # translation goes on; what needs the database gets 503).
+    database: Backend | None = None
     limits: Limits = field(init=False)
 
     def __post_init__(self):
@@ -148,6 +152,8 @@ class Service:
         if self.draining:
             return "draining"
         if self.load_error is not None or (self.translator is not None and not self.translator.alive):
+            return "unhealthy"
+        if self.database is not None and self.database.error is not None:
             return "unhealthy"
         if self.translator is None:
             return "loading"

@@ -4,6 +4,8 @@ reports them; with HYMT_CHARACTER_LIMIT, a key that has used its month's charact
 A text request counts its characters when it is accepted, a document when its job is done. Counts are kept in
 memory and written to the store every FLUSH_S seconds and at stop, so an answer
 never waits on a disk write; a kill -9 loses at most the last FLUSH_S seconds of counts, never a translation.
+Replicas sharing a database add to the same rows, so a key's count is its use on all of them (each one's last
+FLUSH_S seconds aside).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..errors import QuotaExceeded
+from ..errors import QuotaExceeded, StoreUnavailable
 from ..store.usage import UsageStore, period_of
 from . import parsing
 
@@ -62,7 +64,8 @@ class UsageMeter:
         try:
             while True:
                 await asyncio.sleep(FLUSH_S)
-                await run_in_threadpool(self.flush)
+                with contextlib.suppress(StoreUnavailable):  # the counts wait for the database in memory
+                    await run_in_threadpool(self.flush)
         finally:
             with contextlib.suppress(Exception):
                 self.flush()

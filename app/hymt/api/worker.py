@@ -6,6 +6,11 @@ the client with the fewest running, so one client's pile of documents does not h
 A job's translated texts are kept as they come (Resumable), so after a restart or a kill -9 every unfinished job
 resumes where it stopped and reaches its end. Ended jobs are deleted HYMT_FILE_RETENTION_S after they ended.
 Draining stops the running jobs without ending them: the next start resumes them. Runs on the server's event loop.
+
+Replicas sharing a database (HYMT_DATABASE_URL) share one queue: each worker claims the jobs it starts (a lease it
+renews every third of HYMT_JOB_LEASE_S), so a job accepted by one replica may be translated by another, and one a
+dead replica held is resumed by another once its lease has run out. A drain releases its leases at once. A database
+that cannot be reached stops the jobs here where they are (their leases run out; they resume once it answers).
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from dataclasses import dataclass, field
 from starlette.concurrency import run_in_threadpool
 
 from ..documents.translate import OnText, Translate
-from ..errors import HymtError, NotReady
+from ..errors import HymtError, NotReady, StoreUnavailable
 from ..languages import resolve
+from ..store.backend import ping
 from ..store.jobs import JobRecord, JobStore
 from ..translation.jobs import Options
 from . import pipeline
@@ -112,16 +118,18 @@ class Resumable:
     async def _save(self, phase: int, texts: dict[int, str]) -> None:
         if texts:
             await run_in_threadpool(self.store.save_texts, self.job_id, phase, texts)
-            self.on_checkpoint()
+            await run_in_threadpool(self.on_checkpoint)  # a database write: off the event loop
 
 
 class JobWorker:
     def __init__(self, service: Service, store: JobStore, usage: UsageMeter):
         self.service, self.store, self.usage = service, store, usage
+        self.lease_s = service.settings.job_lease_s
         self.progress: dict[str, Progress] = {}  # by job id, while it runs
         self.draining = False
         self._tasks: dict[str, asyncio.Task] = {}
         self._clients: dict[str, str] = {}  # job id -> client, while it runs
+        self._finishing: set[str] = set()  # jobs whose result is being stored: their lease ends with it, not lost
         self._ended: dict[str, asyncio.Event] = {}  # job id -> set when it ends (or the worker drains)
         self._wake = asyncio.Event()
         self._main: asyncio.Task | None = None
@@ -140,10 +148,15 @@ class JobWorker:
         self.draining = True
         if self._main is not None:
             self._main.cancel()
+        held = list(self._tasks)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await run_in_threadpool(self.store.release, held)  # another replica need not wait the leases out
+        except StoreUnavailable:
+            pass  # they run out by themselves
         for ended in self._ended.values():
             ended.set()
 
@@ -189,29 +202,48 @@ class JobWorker:
 
     # -- the worker's loop ------------------------------------------------------------------------------------
     async def _run(self) -> None:
-        expired = 0.0
+        expired = renewed = 0.0
         while not self.draining:
-            if time.monotonic() - expired > EXPIRE_EVERY_S:
-                expired = time.monotonic()
-                gone = await run_in_threadpool(self.store.expire)
-                if gone:
-                    log.info("%d ended document jobs expired", gone)
-            if self.service.translator is not None:
-                await self._start_jobs()
+            try:
+                if time.monotonic() - expired > EXPIRE_EVERY_S:
+                    expired = time.monotonic()
+                    gone = await run_in_threadpool(self.store.expire)
+                    if gone:
+                        log.info("%d ended document jobs expired", gone)
+                if time.monotonic() - renewed > self.lease_s / 3:
+                    renewed = time.monotonic()
+                    await self._renew()
+                if self.service.translator is not None:
+                    await self._start_jobs()
+                else:
+                    await run_in_threadpool(ping, self.store.database)  # /health tells a lost database anyway
+            except StoreUnavailable:
+                pass  # /health says so (the database's error); the next round tries again
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=1.0)
             except TimeoutError:
                 pass
 
+    async def _renew(self) -> None:
+        """Renew the leases of the jobs running here; stop those this replica no longer holds (cancelled through
+        another replica, or taken by one after this one's lease ran out)."""
+        running = list(self._tasks)
+        if not running:
+            return
+        for job_id in await run_in_threadpool(self.store.renew, running, self.lease_s):
+            task = self._tasks.get(job_id)
+            if task is not None and job_id not in self._finishing:
+                log.info("document job %s ended or moved to another replica: stopped here", job_id)
+                task.cancel()
+
     async def _start_jobs(self) -> None:
         limit = self.service.settings.max_running_jobs
-        while len(self._tasks) < limit:
-            waiting = [r for r in await run_in_threadpool(self.store.unfinished) if r.id not in self._tasks]
-            if not waiting:
-                return
+        while len(self._tasks) < limit and not self.draining:
             running = Counter(self._clients.values())
-            record = min(waiting, key=lambda r: (running[r.client], r.created_at))  # unfinished() is oldest first
+            record = await run_in_threadpool(self.store.claim, running, set(self._tasks), self.lease_s)
+            if record is None:
+                return
             self._clients[record.id] = record.client
             self._tasks[record.id] = asyncio.ensure_future(self._translate(record))
 
@@ -244,10 +276,13 @@ class JobWorker:
                 self.service, upload, None, on_progress, record.client, resume=resumable.wrap
             )
             await run_in_threadpool(self.store.progress, job_id, progress.total, progress.total)
+            self._finishing.add(job_id)
             if await run_in_threadpool(self.store.finish, job_id, result.data, pipeline.report_json(result)):
                 self.usage.add(record.owner or "", record.billed_characters)
         except asyncio.CancelledError:
             pass  # cancelled by its owner (the store says so) or stopped by a drain (resumed at the next start)
+        except StoreUnavailable as exc:
+            log.warning("document job %s stopped: %s", job_id, exc.message)  # resumed once the database answers
         except HymtError as exc:
             log.warning("document job %s failed: %s", job_id, exc.message)
             await run_in_threadpool(self.store.fail, job_id, exc.message)
@@ -257,6 +292,7 @@ class JobWorker:
         finally:
             self._tasks.pop(job_id, None)
             self._clients.pop(job_id, None)
+            self._finishing.discard(job_id)
             self.progress.pop(job_id, None)
             self._signal(job_id)
             self._wake.set()
