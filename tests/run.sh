@@ -77,6 +77,15 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&
   fi
 fi
 
+# The replica tests start a PostgreSQL of their own (tests/postgres.py) from Debian's binaries.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "PostgreSQL is not installed and cannot be installed here: the replica tests will be skipped" >&2
+  fi
+fi
+
 # Lint, format and types first: a finding fails the run before the tests start.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
