@@ -43,7 +43,8 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 COPY pyproject.toml /src/pyproject.toml
 RUN python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['gpu']))" > /tmp/requirements.txt \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['gpu'] + p['optional-dependencies']['postgres']))" \
+    > /tmp/requirements.txt \
     && pip install --no-cache-dir -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
 

@@ -44,6 +44,7 @@ def test_gpus_compose_file_matches_the_compose_specification():
 
 def test_gpus_compose_runs_one_appliance_per_gpu_id():
     services = yaml.safe_load((ROOT / "docker-compose.gpus.yml").read_text())["services"]
+    services.pop("postgres")
     ports = set()
     for name, service in services.items():
         gpu = re.fullmatch(r"hymt-gpu(\d+)", name).group(1)
@@ -57,6 +58,24 @@ def test_gpus_compose_runs_one_appliance_per_gpu_id():
     assert len(ports) == len(services) == 8
 
 
+def test_gpus_compose_appliances_share_one_postgres():
+    compose = yaml.safe_load((ROOT / "docker-compose.gpus.yml").read_text())
+    services = compose["services"]
+    database = services.pop("postgres")
+    assert "profiles" not in database  # up with whichever GPUs are picked
+    assert database["environment"]["POSTGRES_USER"] == "hymt" and database["environment"]["POSTGRES_DB"] == "hymt"
+    assert database["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    (volume,) = database["volumes"]
+    assert volume.split(":")[0] in compose["volumes"] and volume.endswith(":/var/lib/postgresql/data")
+    password = database["environment"]["POSTGRES_PASSWORD"]
+    for name, service in services.items():
+        url = service["environment"]["HYMT_DATABASE_URL"]
+        assert url == f"postgresql://hymt:{password}@postgres:5432/hymt", name
+        assert service["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        # No volume of its own for jobs: they are the database's, so any appliance answers any of them.
+        assert not any(v.endswith(":/data") for v in service["volumes"]), name
+
+
 def test_kubernetes_manifests_validate_offline():
     result = subprocess.run(
         offline([str(BIN / "kubernetes-validate"), "--strict", *map(str, MANIFESTS)]),
@@ -65,7 +84,7 @@ def test_kubernetes_manifests_validate_offline():
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(" passed for resource ") == 4, result.stdout
+    assert result.stdout.count(" passed for resource ") == 5, result.stdout
 
 
 def test_the_validator_rejects_a_wrong_manifest(tmp_path):
@@ -82,11 +101,11 @@ def test_the_validator_rejects_a_wrong_manifest(tmp_path):
 
 def test_kubernetes_manifests_fit_the_appliance():
     docs = manifests()
-    assert set(docs) == {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"}
+    assert set(docs) == {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "Secret"}
     pod = docs["Deployment"]["spec"]["template"]
     (container,) = pod["spec"]["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     port = int(env["HYMT_PORT"])
     assert container["ports"][0]["containerPort"] == port
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -102,5 +121,11 @@ def test_kubernetes_manifests_fit_the_appliance():
     assert docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == labels
     hpa = docs["HorizontalPodAutoscaler"]["spec"]
     assert hpa["scaleTargetRef"]["name"] == docs["Deployment"]["metadata"]["name"]
+    # Every replica reads the shared database's URL from the Secret; the Service needs no session affinity then.
+    (database,) = [e for e in container["env"] if e["name"] == "HYMT_DATABASE_URL"]
+    secret = docs["Secret"]
+    assert database["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"], "key": "url"}
+    assert secret["stringData"]["url"].startswith("postgresql://")
+    assert "sessionAffinity" not in docs["Service"]["spec"]
     metric = hpa["metrics"][0]["pods"]["metric"]["name"]
     assert f'"{metric}"' in (ROOT / "app/hymt/api/metrics.py").read_text()
