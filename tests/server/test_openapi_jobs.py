@@ -132,6 +132,24 @@ def test_a_cancelled_job_has_no_result(server):
         assert conforms(spec, "/api/jobs/{job_id}/result", "get", result)["error_type"] == "no_result"
 
 
+def test_a_cancelled_deepl_document_has_no_result(server):
+    """A well-formed ask for a result the document will never have: 409, as /api/jobs/{id}/result answers."""
+    spec = server.spec
+    uploaded = httpx.post(
+        f"{server.url}/v2/document", files={"file": ("long.txt", b"\n".join([TEXT] * 40))}, data={"target_lang": "FR"}
+    )
+    document = conforms(spec, "/v2/document", "post", uploaded)
+    if httpx.delete(f"{server.url}/api/jobs/{document['document_id']}").json()["status"] == "cancelled":
+        result = httpx.post(
+            f"{server.url}/v2/document/{document['document_id']}/result",
+            data={"document_key": document["document_key"]},
+        )
+        assert result.status_code == 409, result.text
+        assert conforms(spec, "/v2/document/{document_id}/result", "post", result)["message"] == (
+            "Document translation failed: cancelled"
+        )
+
+
 def test_a_deepl_document_answers_as_the_document_says(server):
     spec = server.spec
     uploaded = httpx.post(

@@ -144,7 +144,10 @@ async def result(request: Request) -> Response:
     if not record.finished:
         raise HymtError("Document not ready.", error_type="not_ready", status=503)
     if record.state != JobState.DONE:
-        raise BadRequest(f"Document translation failed: {record.error or 'cancelled'}")
+        # The request is well formed; the document has no result to give (as /api/jobs/{id}/result answers).
+        raise HymtError(
+            f"Document translation failed: {record.error or 'cancelled'}", error_type="no_result", status=409
+        )
     return await jobs.result_response(request, record)
 
 

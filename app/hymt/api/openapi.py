@@ -405,10 +405,10 @@ def build_spec(settings: Settings, best: bool = False, offered: frozenset[str] =
         document_body,
         _file_response("the translated file, as the media type of its format"),
         {
-            "400": "A malformed body, one of a content type not accepted, or no document_key; a document whose "
-            "translation failed or was cancelled",
+            "400": "A malformed body, one of a content type not accepted, or no document_key",
             "403": "a wrong document_key",
             "404": f"{no_document}; its file no longer kept",
+            "409": "A document whose translation failed or was cancelled: it has no result",
             # DeepL's answer to a result asked for too soon; its clients wait for the status to be done first.
             "503": error_response("DeepLError", "The document is not translated yet (queued or translating)"),
         },
