@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ("README.md", "docs/cli.md")
 NOT_RUN = {
     "docker compose up -d": "needs Docker's engine and a GPU (tests/system/test_image.py builds and runs the image)",
+    "HYMT_DB_PASSWORD=change-me COMPOSE_PROFILES=gpu0,gpu1 docker compose -f docker-compose.gpus.yml up -d": "needs "
+    "Docker's engine and two GPUs (tests/system/test_deploy.py checks the file's services and their wiring)",
     "./start.sh": "the image, as above",
     "./start.sh --native --model /path/to/checkpoint": "a checkpoint's path to fill in "
     "(test_start_sh_native_brings_up_a_healthy_appliance starts the same on the test model)",
