@@ -202,11 +202,12 @@ def restarted(server: Server, test_model, **env) -> Server:
     return again
 
 
+@pytest.mark.timeout(900)  # two starts and 300 lines on a loaded 2-core machine
 def test_kill_9_during_a_job_then_restart_the_job_ends_with_every_line_once(test_model, tmp_path):
     first = Server(test_model, tmp_path / "killed.log", **ENV)
     first.wait_healthy()
-    job = submit(first.url, lines(600))
-    wait_until(lambda: status(first.url, job["id"])["segments_done"] >= 150, 300, first.log_path.read_text)
+    job = submit(first.url, lines(300))
+    wait_until(lambda: status(first.url, job["id"])["segments_done"] >= 75, 300, first.log_path.read_text)
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(30)
     first.log.close()
@@ -215,7 +216,7 @@ def test_kill_9_during_a_job_then_restart_the_job_ends_with_every_line_once(test
         done = until_done(second, job["id"])
         assert done["status"] == "done", done
         out = httpx.get(done["result_url"], headers=auth(KEYS[0])).content.decode()
-        assert out.count("\n") == 600 and len(out.splitlines()) == 600
+        assert out.count("\n") == 300 and len(out.splitlines()) == 300
         # The texts translated before the kill were kept: the new server translated only the rest.
         segments = float(
             next(
@@ -224,7 +225,7 @@ def test_kill_9_during_a_job_then_restart_the_job_ends_with_every_line_once(test
                 if line.startswith("hymt_segments_total ")
             )
         )
-        assert segments < 600
+        assert segments < 300
     finally:
         second.stop()
 
