@@ -241,9 +241,9 @@ async def translate_parts(
         async for event in events_until_done(job, events, request):
             if event.kind == "segment" and on_text is not None:
                 d = job.refs[event.index][0]
-                if d not in told and all(r is not None for (doc, _), r in zip(job.refs, job.results) if doc == d):
+                if d not in told and (text := job.document_text(d)) is not None:
                     told.add(d)
-                    on_text(base + d, job.texts()[d])
+                    on_text(base + d, text)
         if job.error is not None:
             raise job.error
         results[base : base + len(job.documents)] = job.texts()

@@ -93,6 +93,7 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     translator: Canceller | None = field(default=None, repr=False)  # the one it runs on: the one to cancel it
     partials: dict[int, IncrementalText] = field(default_factory=dict, repr=False)  # streamed segments' text
+    _by_document: dict[int, list[int]] = field(default_factory=dict, repr=False)  # document -> its segments
 
     @property
     def num_segments(self) -> int:
@@ -127,6 +128,17 @@ class Job:
         for (d, s), result in zip(self.refs, self.results):
             per_doc[d][s] = result.text if result else ""
         return [doc.join(parts) for doc, parts in zip(self.documents, per_doc)]
+
+    def document_text(self, d: int) -> str | None:
+        """Document d put back together around its translated segments, once each is translated (None before):
+        for a caller told of each segment, what one segment's news costs is that document's, not the job's."""
+        if not self._by_document:
+            for n, (doc, _) in enumerate(self.refs):
+                self._by_document.setdefault(doc, []).append(n)
+        results = [self.results[n] for n in self._by_document.get(d, [])]
+        if any(r is None for r in results):
+            return None
+        return self.documents[d].join([r.text for r in results if r is not None])
 
     def settled_texts(self, decode: Callable[[list[int]], str] | None = None) -> list[str]:
         """Each document translated up to its first unfinished segment: what a stream can show so far. With
