@@ -53,10 +53,12 @@ class Settings:
     # seconds behind the interactive work ahead of it.
     max_queue_wait_s: float = 30.0
     # Batch work (documents, and requests of more than interactive_max_segments segments) waits behind interactive
-    # work but keeps at least this share of the rows in flight whenever it has segments waiting; its own queue holds
-    # this many segments at most.
+    # work but keeps at least batch_min_share of the rows in flight whenever it has segments waiting, and holds at
+    # most batch_max_share of them while interactive work is in flight (each row lengthens every step, and a
+    # person's sentence gets one token a step); its own queue holds this many segments at most.
     interactive_max_segments: int = 32
     batch_min_share: float = 0.25
+    batch_max_share: float = 1.0
     max_batch_queue_segments: int = 16384
     # Document jobs: where they are kept (SQLite and the files beside it; None: the user's data folder), how many
     # translate at once, and how much the queue of unfinished ones may hold (its documents' texts and bytes).
@@ -172,6 +174,11 @@ class Settings:
         if not 0 <= self.batch_min_share < 1:
             raise ConfigError(
                 f"HYMT_BATCH_MIN_SHARE must be from 0 up to (not including) 1, not {self.batch_min_share}"
+            )
+        if not self.batch_min_share <= self.batch_max_share <= 1:
+            raise ConfigError(
+                f"HYMT_BATCH_MAX_SHARE must be from HYMT_BATCH_MIN_SHARE ({self.batch_min_share:g}) up to 1, not "
+                f"{self.batch_max_share}"
             )
         if self.kv_cache_tokens is not None and self.kv_cache_tokens <= 0:
             raise ConfigError(f"HYMT_KV_CACHE_TOKENS must be positive, not {self.kv_cache_tokens}")

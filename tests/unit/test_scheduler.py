@@ -32,8 +32,8 @@ def seq(group=1, prompt=10, new=10, adapter=None, client="a", priority=INTERACTI
     return Sequence(request)
 
 
-def scheduler(kv_tokens=10_000, max_in_flight=8, prefill_tokens=1000, batch_min_share=0.25):
-    return Scheduler(kv_tokens, max_in_flight, prefill_tokens, batch_min_share, [STOP])
+def scheduler(kv_tokens=10_000, max_in_flight=8, prefill_tokens=1000, batch_min_share=0.25, batch_max_share=1.0):
+    return Scheduler(kv_tokens, max_in_flight, prefill_tokens, batch_min_share, [STOP], batch_max_share=batch_max_share)
 
 
 def run_prefill(step):
@@ -124,6 +124,29 @@ def test_interactive_work_goes_first_and_batch_work_keeps_its_minimum_share():
     first = admitted(s)
     assert [q.priority for q in first].count(BATCH) == 2  # a quarter of 8 rows, no more while people wait
     assert s.rows_held == {INTERACTIVE: 6, BATCH: 2}
+
+
+def test_beside_interactive_work_in_flight_batch_work_holds_at_most_its_ceiling_and_takes_every_row_after():
+    s = scheduler(max_in_flight=8, batch_min_share=0.25, batch_max_share=0.5)
+    person = seq(client="person", new=3)
+    s.add([person])
+    s.add([seq(client="doc", priority=BATCH, new=50) for _ in range(50)])
+    admitted(s)
+    assert s.rows_held == {INTERACTIVE: 1, BATCH: 4}  # half of 8 rows, three left free while the sentence runs
+    while person.state is not State.FINISHED:  # the sentence decodes to its end; no batch segment joins meanwhile
+        step = s.schedule()
+        assert s.rows_held[BATCH] == 4
+        s.postprocess(step, [5] * len(step.sequences))
+    s.schedule()
+    assert s.rows_held == {INTERACTIVE: 0, BATCH: 8}  # alone again: every row
+
+
+def test_the_ceiling_never_goes_below_the_floor():
+    s = scheduler(max_in_flight=8, batch_min_share=0.5, batch_max_share=0.5)
+    s.add([seq(client=f"person{i}", group=10 + i) for i in range(20)])
+    s.add([seq(client="doc", priority=BATCH) for _ in range(50)])
+    admitted(s)
+    assert s.rows_held == {INTERACTIVE: 4, BATCH: 4}
 
 
 def test_batch_work_alone_takes_every_row():

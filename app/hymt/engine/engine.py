@@ -47,7 +47,12 @@ class Engine:
         plan = runner.plan
         self.max_seq_tokens = plan.max_seq_tokens
         self.scheduler = Scheduler(
-            plan.kv_tokens, plan.max_in_flight, plan.prefill_tokens, settings.batch_min_share, loaded.stop_ids
+            plan.kv_tokens,
+            plan.max_in_flight,
+            plan.prefill_tokens,
+            settings.batch_min_share,
+            loaded.stop_ids,
+            batch_max_share=settings.batch_max_share,
         )
         # Until throughput is measured under load, the warm-up's prefill rate stands in for it.
         warmup = startup.warmup

@@ -3,7 +3,10 @@
 Waiting segments are kept by class (interactive, batch), then by client (an API key or an address), then by request
 (its group), first in, first out within a request. The next segment to take a free row is chosen top down:
 - the class: interactive first, except that batch work holds at least `batch_min_share` of the rows whenever it
-  has segments waiting, so that documents always advance; either class alone takes every row (work-conserving);
+  has segments waiting, so that documents always advance; and at most `batch_max_share` while interactive work is
+  in flight or waiting, since every row in a step lengthens it and a person's sentence gets one token a step (the
+  trade of the documents' rate against the sentences' latency: docs/operations.md). Batch work alone takes every
+  row, and interactive work alone too (work-conserving);
 - the client within the class, then the request within the client: the one served least so far, counted in tokens
   (a segment's prompt and output budget, charged when it takes its row). A client or request whose queue emptied
   starts again at the current turn, with no credit for its idle time (start-time fair queueing: the
@@ -52,8 +55,8 @@ class _Turns:
 
 
 class Waiting:
-    def __init__(self, batch_min_share: float):
-        self.batch_min_share = batch_min_share
+    def __init__(self, batch_min_share: float, batch_max_share: float = 1.0):
+        self.batch_min_share, self.batch_max_share = batch_min_share, batch_max_share
         self._classes = {p: _Turns() for p in Priority}
         self.segments = {p: 0 for p in Priority}
         self.owed_tokens = {p: 0 for p in Priority}  # output budgets still to generate, of the segments waiting
@@ -80,7 +83,8 @@ class Waiting:
     def next(self, running: dict[Priority, int], max_rows: int) -> Sequence | None:
         """The segment that takes the next free row, given the rows each class holds (it stays queued until
         `take`)."""
-        turns = self._classes[self._class(running, max_rows)] if self else None
+        priority = self._class(running, max_rows) if self else None
+        turns = self._classes[priority] if priority is not None else None
         if turns is None or not turns.queues:
             return None
         requests = turns.queues[turns.least_served()]
@@ -120,13 +124,24 @@ class Waiting:
             self._count(seq, -1)
         return gone
 
-    def _class(self, running: dict[Priority, int], max_rows: int) -> Priority:
+    def _class(self, running: dict[Priority, int], max_rows: int) -> Priority | None:
+        """The class whose segment takes the next free row; None: the row stays free (batch work at its ceiling
+        beside interactive work in flight, none waiting)."""
         interactive, batch = (self.segments[p] > 0 for p in (Priority.INTERACTIVE, Priority.BATCH))
         if not interactive:
+            held = running[Priority.BATCH]
+            if running[Priority.INTERACTIVE] and held >= max(self._floor(max_rows), self._ceiling(max_rows)):
+                return None
             return Priority.BATCH
-        if batch and running[Priority.BATCH] < math.ceil(self.batch_min_share * max_rows):
+        if batch and running[Priority.BATCH] < self._floor(max_rows):
             return Priority.BATCH
         return Priority.INTERACTIVE
+
+    def _floor(self, max_rows: int) -> int:
+        return math.ceil(self.batch_min_share * max_rows)
+
+    def _ceiling(self, max_rows: int) -> int:
+        return math.ceil(self.batch_max_share * max_rows)
 
     def _count(self, seq: Sequence, sign: int) -> None:
         self.segments[seq.priority] += sign

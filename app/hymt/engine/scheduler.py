@@ -75,13 +75,19 @@ class Step:
 
 class Scheduler:
     def __init__(
-        self, kv_tokens: int, max_in_flight: int, prefill_tokens: int, batch_min_share: float, stop_ids: list[int]
+        self,
+        kv_tokens: int,
+        max_in_flight: int,
+        prefill_tokens: int,
+        batch_min_share: float,
+        stop_ids: list[int],
+        batch_max_share: float = 1.0,
     ):
         self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
         self.max_in_flight = max_in_flight  # may shrink after out-of-memory; rows beyond it stay free
         self.prefill_tokens = prefill_tokens
         self.stop_ids = frozenset(stop_ids)
-        self.waiting = Waiting(batch_min_share)
+        self.waiting = Waiting(batch_min_share, batch_max_share)
         self.running: list[Sequence] = []
         self.rows_held = {p: 0 for p in Priority}  # rows in flight by class
         self.tokens_out = {p: 0 for p in Priority}  # tokens generated, by class
