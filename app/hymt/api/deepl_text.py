@@ -51,7 +51,7 @@ async def translate(request: Request) -> JSONResponse:
         style=deepl.formality_style(data, service),
         preceding=_context(data),
     )
-    options = await glossaries.with_stored(request, data, options, source, target)
+    options = await glossaries.with_stored(request, glossaries.ids_of(data), options, source, target)
     await usage.check(request)
     usage.count(request, texts)
     sources, detections = await preamble.sources(service, "standard", texts, source)

@@ -89,10 +89,9 @@ async def stored_terms(
 
 
 async def with_stored(
-    request: Request, data: dict, options: Options, source: Language | None, target: Language
+    request: Request, ids: list[object], options: Options, source: Language | None, target: Language
 ) -> Options:
-    """The options with the stored glossaries the request names (glossary_id) after its own terms."""
-    ids = ids_of(data)
+    """The options with the stored glossaries named by `ids` (ids_of a request) after the request's own terms."""
     if not ids:
         return options
     stored = await stored_terms(request, ids, source, target)

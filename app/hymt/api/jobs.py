@@ -7,7 +7,6 @@ another key's job is a 404, as an unknown one is."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 import urllib.parse
@@ -74,8 +73,7 @@ async def accept(request: Request, service: Service, upload: Upload, api: str) -
     """The document made a queued job: read after the hostile-file checks (its language detected where none is
     given), refused with 429 when the queue of unfinished documents would pass its bounds, then stored."""
     settings, store = service.settings, _store(request)
-    stored = await glossaries.stored_terms(request, upload.glossary_ids, upload.source, upload.target)
-    options = dataclasses.replace(upload.options, glossary=upload.options.glossary + stored)
+    options = await glossaries.with_stored(request, upload.glossary_ids, upload.options, upload.source, upload.target)
     await usage.check(request)
     ext = documents.extension(upload.file.filename or "", upload.file.content_type)
     content = await upload.file.read()

@@ -50,7 +50,7 @@ async def translate(request: Request) -> JSONResponse:
         )
     sampling = Sampling(greedy=settings.greedy)
     sources, detections = await preamble.sources(service, quality, texts, source)
-    options = await glossaries.with_stored(request, data, options, source, target)
+    options = await glossaries.with_stored(request, glossaries.ids_of(data), options, source, target)
     await usage.check(request)
     usage.count(request, texts)
 

@@ -46,7 +46,7 @@ async def translate(request: Request) -> Response:
     sampling = Sampling(greedy=parsing.flag(data, "greedy", settings.greedy))
     options, quality = parsing.options(data, settings), parsing.quality(data)
     (src,), (found,) = await preamble.sources(service, quality, [text], source)
-    options = await glossaries.with_stored(request, data, options, source, target)
+    options = await glossaries.with_stored(request, glossaries.ids_of(data), options, source, target)
     await usage.check(request)
     usage.count(request, [text])
     detected = detected_json(found) if found else None
