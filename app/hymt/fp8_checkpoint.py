@@ -11,6 +11,7 @@ activations' scheme (Tencent's: static, per tensor) is not used: hymt quantizes 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from .errors import ModelLoadError
 
@@ -28,7 +29,7 @@ class Fp8Scheme:
     strategy: str  # one of STRATEGIES
 
 
-def is_fp8(quant) -> bool:
+def is_fp8(quant) -> TypeGuard[dict]:
     """Whether a config's quantization_config is a compressed-tensors one (read_scheme says whether it is served)."""
     return isinstance(quant, dict) and quant.get("quant_method") == "compressed-tensors"
 

@@ -95,3 +95,18 @@ def use_kernels(modules: list[Fp8Linear], on: bool, dtype: torch.dtype) -> None:
         module.triton = on
         chosen = tuned.get((module.out_features, module.in_features))
         module.row_kernel = chosen[0] if chosen else None
+
+
+def unavailable(device: torch.device) -> str | None:
+    """Why the fp8 tiers cannot run on `device` (a small Fp8Linear's matmul failing there: a torch build without
+    row-wise FP8 for this GPU), or None; checked before a model is loaded."""
+    try:
+        layer = Fp8Linear.quantized(torch.randn(32, 32, device=device, dtype=torch.bfloat16))
+        layer(torch.randn(2, 32, device=device, dtype=torch.bfloat16))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the matmul here is one reason to step down
+        return f"torch._scaled_mm with row-wise scales does not run here: {type(exc).__name__}: {exc}"[:400]
+    return None
