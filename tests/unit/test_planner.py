@@ -204,7 +204,8 @@ def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("24", "bf16")])
+# No GPU here: a simulated card's generation is unknown, and may run FP8.
+@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("12", "fp8-int8kv"), ("24", "bf16")])
 def test_profile_command_reads_simulated_card_from_environment(card_gb, profile, tmp_path):
     out = tmp_path / "decision.json"
     result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--output", str(out))
@@ -212,6 +213,7 @@ def test_profile_command_reads_simulated_card_from_environment(card_gb, profile,
     decision = json.loads(result.stdout)
     assert decision["profile"] == profile
     assert decision["gpu"]["source"] == "simulated"
+    assert list(decision["numbers"]["tiers"])[:4] == ["bf16", "bf16-int8kv", "fp8", "fp8-int8kv"]
     assert json.loads(out.read_text()) == decision
 
 

@@ -113,8 +113,8 @@ def matvec(
         scale is not None and (scale.shape != (n,) or scale.dtype != torch.float32)
     ):
         raise ValueError(
-            f"matvec: a {weight.dtype} weight takes a float32 scale per row only if e4m3, not "
-            f"{None if scale is None else (scale.dtype, tuple(scale.shape))}"
+            f"matvec: an e4m3 weight takes a float32 scale per row, and no other weight a scale; here a {weight.dtype} "
+            f"weight of {n} rows and {'no scale' if scale is None else f'a {scale.dtype} scale {tuple(scale.shape)}'}"
         )
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
     parts = torch.empty((splits, n), dtype=torch.float32, device=x.device) if splits > 1 else out
