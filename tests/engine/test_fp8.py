@@ -298,3 +298,15 @@ def test_a_device_whose_fp8_matmul_fails_is_named_before_loading(monkeypatch):
         "torch._scaled_mm with row-wise scales does not run here: RuntimeError: Only row-wise scaling on sm90 is "
         "supported"
     )
+
+
+def test_hymt_profile_plans_an_fp8_checkpoint_in_the_fp8_tiers(fp8_model):
+    result = subprocess.run(
+        [sys.executable, "-m", "hymt", "profile", "--model", str(fp8_model), "--gpu-memory-gb", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    decision = json.loads(result.stdout)  # a tiny model: bf16 would fit, but its weights are FP8
+    assert decision["profile"] == "fp8" and decision["weights"] == "compressed-tensors-fp8"

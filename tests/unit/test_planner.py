@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hymt.errors import HymtError
+from hymt.errors import ConfigError, HymtError, ModelLoadError
 from hymt.planner.decision import Decision
 from hymt.planner.fusion import plan_with_fusion
 from hymt.planner.gpu import GIB, simulate
@@ -134,12 +134,12 @@ def test_an_fp8_checkpoint_is_served_by_the_fp8_tiers_alone():
     assert [t.name for t in TIERS if fp8.serves(t)] == ["fp8", "fp8-int8kv"]
     decision = plan(fp8, card(24), SETTINGS)  # where a bf16 checkpoint would run in bf16
     assert decision.profile == "fp8" and decision.weights == "compressed-tensors-fp8"
-    with pytest.raises(HymtError) as err:
+    with pytest.raises(ConfigError) as err:
         plan(fp8, card(24), SETTINGS.replace(profile="int4"))
     assert err.value.message == (
         "profile int4 cannot hold this checkpoint's compressed-tensors-fp8 weights: fp8, fp8-int8kv can"
     )
-    with pytest.raises(HymtError) as err:
+    with pytest.raises(ModelLoadError) as err:  # not for want of memory: no 1.8B model is offered instead
         plan(fp8, card(24, (8, 6)), SETTINGS)
     assert err.value.message == (
         "this checkpoint's compressed-tensors-fp8 weights need a GPU of compute capability 8.9 or later "

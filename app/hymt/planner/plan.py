@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import cleanup
-from ..errors import ConfigError, HymtError
+from ..errors import ConfigError, HymtError, ModelLoadError
 from ..settings import Settings
 from ..tiers import AUTO, CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
 from .decision import Decision, Numbers, TierBudget
@@ -81,10 +81,9 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
         if tier is None or tier is CPU_TIER:
             raise ConfigError(f"unknown profile {forced!r}")
         if not shape.serves(tier):
-            raise HymtError(
+            raise ConfigError(
                 f"profile {forced} cannot hold this checkpoint's {shape.quantized_format} weights: "
-                f"{', '.join(t.name for t in TIERS if shape.serves(t))} can",
-                error_type="does_not_fit",
+                f"{', '.join(t.name for t in TIERS if shape.serves(t))} can"
             )
         if not runs_on(tier, gpu.compute_capability):
             instead = _instead(tier, shape, gpu.compute_capability)
@@ -105,14 +104,13 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
     older = [t for t in candidates if not runs_on(t, gpu.compute_capability)]
     candidates = [t for t in candidates if runs_on(t, gpu.compute_capability)]
     note = _needs(older) + capability if older else ""
-    if not candidates:  # an FP8 checkpoint on a GPU before Ada
+    if not candidates:  # an FP8 checkpoint on a GPU before Ada: not a matter of memory
         unquantized = dataclasses.replace(shape, quantized_bits=None, quantized_format=None)
         instead = _instead(older[0], unquantized, gpu.compute_capability)
-        raise HymtError(
+        raise ModelLoadError(
             f"this checkpoint's {shape.quantized_format} weights need a GPU of compute capability "
             f"{_version(min(t.min_capability for t in older))} or later{capability}: serve its bf16 checkpoint"
-            + (f" ({instead.name} runs on this GPU)" if instead else ""),
-            error_type="does_not_fit",
+            + (f" ({instead.name} runs on this GPU)" if instead else "")
         )
     for tier in candidates:
         if per_tier[tier.name].kv_cache_tokens >= settings.target_kv_tokens:
