@@ -10,6 +10,7 @@ import os
 import stat
 from pathlib import Path
 
+from . import fp8_checkpoint
 from .errors import ModelLoadError
 from .family import check_supported
 
@@ -131,8 +132,5 @@ def load_config(checkpoint: Path):
             f"{checkpoint} holds a {config.model_type!r} model; hymt serves the Hunyuan-MT family "
             f"({', '.join(SUPPORTED_MODEL_TYPES)})"
         )
-    quant = getattr(config, "quantization_config", None)
-    # The official FP8 checkpoints name the layers they leave unquantized `ignored_layers`; transformers reads `ignore`.
-    if isinstance(quant, dict) and "ignored_layers" in quant and "ignore" not in quant:
-        quant["ignore"] = quant.pop("ignored_layers")
+    fp8_checkpoint.check(getattr(config, "quantization_config", None), str(checkpoint))
     return config

@@ -79,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
         help="which model of the family to imitate: its vocabulary, chat template and name (its prompts "
         "follow the name)",
     )
+    m.add_argument(
+        "--fp8",
+        action="store_true",
+        help="store the projections as Tencent's FP8 checkpoints do (e4m3, a scale per tensor, compressed-tensors)",
+    )
 
     q = sub.add_parser("quantize", help="make an INT4 GPTQ checkpoint from a bf16 one (needs hymt[quantize])")
     q.add_argument("--model", required=True, help="the bf16 checkpoint directory or hub id")
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "make-test-model":
             from .testmodel import make_test_model
 
-            print(make_test_model(args.directory, family=args.family))
+            print(make_test_model(args.directory, family=args.family, fp8=args.fp8))
             return 0
     except HymtError as exc:
         print(f"hymt: error: {exc.message}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """`hymt make-test-model`: a tiny random-weight HunYuanDenseV1ForCausalLM of one model of the family, with its real
 vocabulary size, special tokens and ids, chat template and embedding tying, saved in Hugging Face format so it loads
-through exactly the real model's code path."""
+through exactly the real model's code path; with `fp8`, in the layout of Tencent's FP8 checkpoints."""
 
 from __future__ import annotations
 
@@ -174,9 +174,9 @@ def build_tokenizer(vocabulary: Vocabulary | None = None):
     )
 
 
-def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_MT_7B.key) -> Path:
+def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_MT_7B.key, fp8: bool = False) -> Path:
     """A tiny model of one model of the family: its vocabulary and template, and its hub id recorded in its
-    config."""
+    config; with `fp8`, its projections stored as Tencent's FP8 checkpoints store them (as_published_fp8)."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig, HunYuanDenseV1Config
 
@@ -212,9 +212,55 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
     )
     model.save_pretrained(out)
     name_checkpoint(out, chosen)
+    if fp8:
+        as_published_fp8(out)
     build_tokenizer(vocabulary).save_pretrained(out)
     _readable_by_all(out)
     return out
+
+
+# Tencent's FP8 checkpoints' quantization_config as AngelSlim exported them (Hunyuan-MT-7B-fp8, HY-MT1.5-*-FP8, whose
+# README asks to rename ignored_layers for transformers); reconstructed from AngelSlim's code, no published
+# config.json having been read here (docs/profiles.md).
+TENCENT_FP8_CONFIG: dict[str, Any] = {
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "strategy": "tensor", "dynamic": False, "type": "float"},
+            "input_activations": {"num_bits": 8, "strategy": "tensor", "dynamic": False, "type": "float"},
+            "output_activations": None,
+        }
+    },
+    "format": "naive-quantized",
+    "ignored_layers": ["lm_head"],
+    "kv_cache_scheme": None,
+    "quant_method": "compressed-tensors",
+    "quantization_status": "compressed",
+}
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def as_published_fp8(directory: Path) -> None:
+    """Rewrite a saved 16-bit checkpoint as AngelSlim writes FP8 ones: each projection's weight in float8_e4m3fn
+    scaled by one float32 `weight_scale` [1] (amax / 448), a static `input_scale` [1] beside it, the embeddings,
+    norms and head as they were; TENCENT_FP8_CONFIG in config.json."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    for file in directory.glob("*.safetensors"):
+        tensors = load_file(file)
+        for name in [n for n in tensors if n.endswith(".weight") and n.split(".")[-2] in _PROJECTIONS]:
+            weight = tensors[name].float()
+            scale = weight.abs().amax().reshape(1) / 448
+            module = name.removesuffix(".weight")
+            tensors[name] = (weight / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+            tensors[f"{module}.weight_scale"] = scale
+            # What a calibration of unit-sized activations would give; hymt does not read it.
+            tensors[f"{module}.input_scale"] = torch.tensor([4.0 / 448])
+        save_file(tensors, str(file), metadata={"format": "pt"})
+    config_path = directory / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "quantization_config": TENCENT_FP8_CONFIG}, indent=2) + "\n")
 
 
 def name_checkpoint(directory: Path, family: Family) -> None:

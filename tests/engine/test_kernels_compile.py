@@ -1,6 +1,7 @@
-"""Every kernel launch the interpreted checks make (tests/engine/test_kernels.py), compiled for a Hopper GPU by
-Triton's own compiler, which needs no GPU. The interpreter runs a kernel as Python, so it takes code the compiler
-refuses (a constexpr assigned in each pass of a loop ran there and failed on the GPU); this finds such code here.
+"""Every kernel launch the interpreted checks make (tests/engine/test_kernels.py), compiled for a Hopper GPU (and
+those of the fp8 tiers for Ada too) by Triton's own compiler, which needs no GPU. The interpreter runs a kernel as
+Python, so it takes code the compiler refuses (a constexpr assigned in each pass of a loop ran there and failed on
+the GPU); this finds such code here.
 
     python tests/engine/test_kernels_compile.py record LAUNCHES.json MODEL_DIR   # with TRITON_INTERPRET=1
     python tests/engine/test_kernels_compile.py compile LAUNCHES.json
@@ -30,6 +31,7 @@ POINTERS = {
     "int8": "*i8",
     "uint8": "*u8",
     "bool": "*i1",
+    "float8_e4m3fn": "*fp8e4nv",
 }
 
 
@@ -73,41 +75,43 @@ def _scalar_type(value) -> str:
 
 
 def compile_all(path: Path) -> int:
-    """Compile each distinct launch for sm_90 as the GPU runs it (under PDL); the number compiled. Every kernel the
-    modules launch (those that take PDL) must be among them."""
+    """Compile each distinct launch for sm_90 as the GPU runs it (under PDL), and those reading or writing e4m3 for
+    sm_89 too (Ada runs the fp8 tiers, without PDL); the number of launches compiled. Every kernel the modules launch
+    (those that take PDL) must be among them."""
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from hymt.engine.kernels import attention, layers, matvec, sampling
+    from hymt.engine.kernels import attention, layers, matvec, quantize, sampling
 
-    target = GPUTarget("cuda", 90, 32)
     specs = {json.dumps(spec, sort_keys=True) for spec in json.loads(path.read_text())}
     for text in sorted(specs):
         spec = json.loads(text)
         kernel = getattr(importlib.import_module(spec["module"]), spec["name"])
         meta = spec["meta"]
         options = {key: meta.pop(key) for key in ("num_warps", "num_stages") if key in meta}
-        meta["PDL"] = True
-        signature, constexprs = {}, {}
-        for i, param in enumerate(kernel.params):
-            given = spec["args"][i] if i < len(spec["args"]) else [meta[param.name]]
-            if param.is_constexpr or given == [None]:
-                signature[param.name] = "constexpr"
-                constexprs[(i,)] = given[0]
-            else:
-                signature[param.name] = given if isinstance(given, str) else _scalar_type(given[0])
-        try:
-            triton.compile(
-                triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
-                target=target,
-                options=options,
-            )
-        except (triton.errors.TritonError, RuntimeError) as exc:  # the front end's, ptxas's, MLIR's passes'
-            given = {kernel.arg_names[i]: value for (i,), value in constexprs.items()}
-            raise SystemExit(f"{spec['name']} {given} does not compile for sm_90: {exc}") from None
+        targets = [(90, True)] + ([(89, False)] if POINTERS["float8_e4m3fn"] in spec["args"] else [])
+        for arch, pdl in targets:
+            meta["PDL"] = pdl
+            signature, constexprs = {}, {}
+            for i, param in enumerate(kernel.params):
+                given = spec["args"][i] if i < len(spec["args"]) else [meta[param.name]]
+                if param.is_constexpr or given == [None]:
+                    signature[param.name] = "constexpr"
+                    constexprs[(i,)] = given[0]
+                else:
+                    signature[param.name] = given if isinstance(given, str) else _scalar_type(given[0])
+            try:
+                triton.compile(
+                    triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
+                    target=GPUTarget("cuda", arch, 32),
+                    options=options,
+                )
+            except (triton.errors.TritonError, RuntimeError) as exc:  # the front end's, ptxas's, MLIR's passes'
+                given = {kernel.arg_names[i]: value for (i,), value in constexprs.items()}
+                raise SystemExit(f"{spec['name']} {given} does not compile for sm_{arch}: {exc}") from None
     launched = {
         name
-        for module in (attention, layers, matvec, sampling)
+        for module in (attention, layers, matvec, quantize, sampling)
         for name, kernel in vars(module).items()
         if isinstance(kernel, triton.runtime.JITFunction)
         and kernel.fn.__module__ == module.__name__
@@ -142,7 +146,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "record":
         record(Path(argv[1]), argv[2])
     else:
-        print(f"compiled {compile_all(Path(argv[1]))} kernel launches for sm_90")
+        print(f"compiled {compile_all(Path(argv[1]))} kernel launches for sm_90 (those on e4m3 for sm_89 too)")
     return 0
 
 

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from hymt.errors import HymtError
+from hymt.errors import ConfigError, HymtError, ModelLoadError
 from hymt.planner.decision import Decision
 from hymt.planner.fusion import plan_with_fusion
 from hymt.planner.gpu import GIB, simulate
 from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
 from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
 from hymt.settings import Settings
-from hymt.tiers import TIERS_BY_NAME
+from hymt.tiers import TIERS, TIERS_BY_NAME
 
 SETTINGS = Settings()
 
@@ -33,11 +33,26 @@ def card(gb: float, capability=(9, 0)):
 
 
 @pytest.mark.parametrize(
-    "card_gb,profile",
-    [(8, "int4-int8kv"), (12, "int4"), (16, "int4"), (18, "int4"), (24, "bf16"), (48, "bf16"), (80, "bf16")],
+    "card_gb,capability,profile",
+    [
+        (8, (9, 0), "int4-int8kv"),
+        (10, (9, 0), "int4"),
+        # Ada and Hopper: FP8 weights (8.5 GiB) leave 16,384 KV tokens in int8 on 12 GB, in bf16 from 14 GB.
+        (12, (8, 9), "fp8-int8kv"),
+        (12, (9, 0), "fp8-int8kv"),
+        (16, (9, 0), "fp8"),
+        (18, (8, 9), "fp8"),
+        # Ampere has no FP8: the next tier down.
+        (12, (8, 6), "int4"),
+        (16, (8, 0), "int4"),
+        (18, (8, 6), "int4"),
+        (24, (9, 0), "bf16"),
+        (48, (9, 0), "bf16"),
+        (80, (9, 0), "bf16"),
+    ],
 )
-def test_cards(card_gb, profile):
-    decision = plan(HUNYUAN_MT_7B_SHAPE, card(card_gb), SETTINGS)
+def test_cards(card_gb, capability, profile):
+    decision = plan(HUNYUAN_MT_7B_SHAPE, card(card_gb, capability), SETTINGS)
     assert decision.profile == profile
     tier = decision.numbers.tiers[profile]
     assert decision.kv_cache_tokens == tier.kv_cache_tokens > decision.max_seq_tokens
@@ -80,6 +95,57 @@ def test_int4_runs_on_ampere_or_later_and_nf4_serves_older_gpus():
         plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS.replace(profile="int4"))
     older = plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS)
     assert older.profile == "nf4" and not older.allows(TIERS_BY_NAME["int4"]) and older.allows(TIERS_BY_NAME["nf4"])
+    assert older.reason.endswith(
+        "; fp8, fp8-int8kv need compute capability 8.9 or later; int4, int4-int8kv need compute capability 8.0 or "
+        "later (compute capability 7.5)"
+    )
+
+
+def test_the_fp8_tiers_sit_between_bf16_and_int4_and_need_ada():
+    assert [t.name for t in TIERS][:6] == ["bf16", "bf16-int8kv", "fp8", "fp8-int8kv", "int4", "int4-int8kv"]
+    assert plan(HUNYUAN_MT_7B_SHAPE, card(12, (8, 9)), SETTINGS.replace(profile="fp8")).profile == "fp8"
+    ampere = plan(HUNYUAN_MT_7B_SHAPE, card(12, (8, 6)), SETTINGS)
+    assert not ampere.allows(TIERS_BY_NAME["fp8"]) and ampere.allows(TIERS_BY_NAME["int4"])
+    assert "fp8, fp8-int8kv need compute capability 8.9 or later (compute capability 8.6)" in ampere.reason
+    for forced, instead in (("fp8", "int4"), ("fp8-int8kv", "int4-int8kv")):
+        with pytest.raises(HymtError) as err:
+            plan(HUNYUAN_MT_7B_SHAPE, card(12, (8, 6)), SETTINGS.replace(profile=forced))
+        assert err.value.message == (
+            f"profile {forced} needs a GPU of compute capability 8.9 or later (compute capability 8.6): "
+            f"use {instead} instead"
+        )
+    # Before Ampere the one to use instead is NF4.
+    with pytest.raises(HymtError, match="8.9 or later \\(compute capability 7.5\\): use nf4 instead$"):
+        plan(HUNYUAN_MT_7B_SHAPE, card(12, (7, 5)), SETTINGS.replace(profile="fp8"))
+
+
+def test_fp8_weights_take_a_byte_and_a_row_scale_beside_16_bit_embeddings_and_head():
+    shape = HUNYUAN_MT_7B_SHAPE
+    rows = 32 * (4096 + 2 * 1024 + 4096 + 2 * 14336 + 4096)
+    assert shape.linear_rows == rows
+    assert shape.weight_bytes("fp8") == shape.linear_params + 4 * rows + 2 * shape.other_params
+    assert shape.weight_bytes("fp8") / GIB == pytest.approx(8.46, abs=0.01)
+    # The prefill's widest input, quantized to a byte with a float32 scale per token, beside bf16's scratch.
+    assert shape.transient_bytes("fp8", 128, 1024) - shape.transient_bytes("bf16", 128, 1024) == 1024 * (14336 + 4)
+
+
+def test_an_fp8_checkpoint_is_served_by_the_fp8_tiers_alone():
+    fp8 = dataclasses.replace(HUNYUAN_MT_7B_SHAPE, quantized_bits=8, quantized_format="compressed-tensors-fp8")
+    assert [t.name for t in TIERS if fp8.serves(t)] == ["fp8", "fp8-int8kv"]
+    decision = plan(fp8, card(24), SETTINGS)  # where a bf16 checkpoint would run in bf16
+    assert decision.profile == "fp8" and decision.weights == "compressed-tensors-fp8"
+    with pytest.raises(ConfigError) as err:
+        plan(fp8, card(24), SETTINGS.replace(profile="int4"))
+    assert err.value.message == (
+        "profile int4 cannot hold this checkpoint's compressed-tensors-fp8 weights: fp8, fp8-int8kv can"
+    )
+    with pytest.raises(ModelLoadError) as err:  # not for want of memory: no 1.8B model is offered instead
+        plan(fp8, card(24, (8, 6)), SETTINGS)
+    assert err.value.message == (
+        "this checkpoint's compressed-tensors-fp8 weights need a GPU of compute capability 8.9 or later "
+        "(compute capability 8.6): serve its bf16 checkpoint (int4 runs on this GPU)"
+    )
+    assert plan(fp8, None, SETTINGS).profile == "cpu"  # the CPU reads it dequantized
 
 
 def test_forced_profile_and_no_gpu():
@@ -138,7 +204,8 @@ def _profile_cli(env_extra: dict, *args) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("24", "bf16")])
+# No GPU here: a simulated card's generation is unknown, and may run FP8.
+@pytest.mark.parametrize("card_gb,profile", [("8", "int4-int8kv"), ("12", "fp8-int8kv"), ("24", "bf16")])
 def test_profile_command_reads_simulated_card_from_environment(card_gb, profile, tmp_path):
     out = tmp_path / "decision.json"
     result = _profile_cli({"HYMT_GPU_MEMORY_GB": card_gb, "HYMT_MODEL": "tencent/Hunyuan-MT-7B"}, "--output", str(out))
@@ -146,6 +213,7 @@ def test_profile_command_reads_simulated_card_from_environment(card_gb, profile,
     decision = json.loads(result.stdout)
     assert decision["profile"] == profile
     assert decision["gpu"]["source"] == "simulated"
+    assert list(decision["numbers"]["tiers"])[:4] == ["bf16", "bf16-int8kv", "fp8", "fp8-int8kv"]
     assert json.loads(out.read_text()) == decision
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import logging
 import sys
@@ -12,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from .. import fp8_checkpoint
 from ..checkpoint import load_config, resolve_checkpoint
 from ..errors import ModelLoadError
 from ..family import Identified, identify
-from ..tiers import Tier
-from . import weights
+from ..tiers import Tier, runs_on
+from . import fp8_weights, weights
 
 if TYPE_CHECKING:
     import torch
@@ -65,7 +67,7 @@ def _quantization(tier: Tier, config):
         # offline), and Marlin compiled CUDA code for over 3 minutes; Triton loaded the 7B in 12.5 s on the same GPU.
         return GPTQConfig(bits=quant["bits"], backend="triton")
     if quant is not None:
-        return None  # a pre-quantized checkpoint (AWQ, FP8; GPTQ on the CPU) loads in its own format
+        return None  # a pre-quantized checkpoint (AWQ; GPTQ on the CPU) loads in its own format
     if tier.weights == "int4":
         return None  # quantized after loading, layer by layer (weights.quantize_int4)
     if tier.weights not in ("nf4", "int8"):
@@ -95,10 +97,24 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     identified = identify(checkpoint, family)
     if tier.device == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError(f"profile {tier.name} needs a CUDA GPU, and torch sees none")
+    if tier.device == "cuda" and not runs_on(tier, torch.cuda.get_device_capability(0)):
+        raise ModelLoadError(
+            f"profile {tier.name} needs a GPU of compute capability {'.'.join(map(str, tier.min_capability))} or later"
+        )
+    quant = getattr(config, "quantization_config", None)
+    # Tencent's FP8 checkpoint: transformers reads it as a plain one (its e4m3 values cast exactly to the dtype
+    # asked for, the scales left over), then fp8_weights puts its projections together as published.
+    published = fp8_checkpoint.read_scheme(quant, str(checkpoint)) if fp8_checkpoint.is_fp8(quant) else None
+    if published and tier.device == "cuda" and tier.weights != "fp8":
+        raise ModelLoadError(f"{checkpoint} is an FP8 checkpoint, which the fp8 profiles serve, not {tier.name}")
+    if published:
+        config = copy.deepcopy(config)
+        del config.quantization_config
     quantization = _quantization(tier, config)
-    # INT4 reads the 16-bit weights into the computer's memory first and quantizes them on the GPU.
-    int4 = tier.device == "cuda" and tier.weights == "int4" and getattr(config, "quantization_config", None) is None
-    on_gpu = tier.device == "cuda" and not int4
+    # INT4 and FP8 read the weights into the computer's memory first and quantize (or place) them on the GPU one
+    # layer at a time.
+    by_layer = tier.device == "cuda" and (tier.weights == "fp8" or (tier.weights == "int4" and quant is None))
+    on_gpu = tier.device == "cuda" and not by_layer
     dtype = torch.float32 if tier.device == "cpu" else torch.bfloat16
     try:
         # Quantization libraries print banners; stdout is the translation's (hymt translate), so they go to stderr.
@@ -117,9 +133,17 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     except Exception as exc:  # noqa: BLE001 - any loading failure is reported as one line
         raise ModelLoadError(f"cannot load {checkpoint}: {type(exc).__name__}: {exc}") from None
     model_obj.eval()
-    if int4:
-        weights.quantize_int4(model_obj, torch.device("cuda", 0))
+    if by_layer:
+        gpu = torch.device("cuda", 0)
+        if tier.weights == "int4":
+            weights.quantize_int4(model_obj, gpu)
+        elif published:
+            fp8_weights.load_published(model_obj, checkpoint, published, gpu)
+        else:
+            fp8_weights.quantize(model_obj, gpu)
         model_obj.to("cuda:0")  # type: ignore[arg-type]  # typeshed's functools.wraps (PreTrainedModel.to) binds no self
+    elif published:  # the CPU's float32
+        fp8_weights.dequantize_published(model_obj, checkpoint, published)
 
     chat = identified.family.chat
     if not getattr(tokenizer, "chat_template", None) or not chat.renders_officially(tokenizer):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import kernels
+from . import fp8, kernels
 from .kvcache import KVArena
 
 
@@ -100,6 +100,7 @@ class Decoder:
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         config = base.config
         self.embed, self.layers, self.norm = base.model.embed_tokens, base.model.layers, base.model.norm
+        self.fp8 = [m for m in self.layers.modules() if isinstance(m, fp8.Fp8Linear)]  # the fp8 tiers' layers
         self.lm_head = base.lm_head
         self.arena = arena
         self.attention = attention
@@ -140,10 +141,12 @@ class Decoder:
         self.matvec = (
             kernels.tune_matvec([m.weight for m in self._linears()], gated, self.silu_mul) if self.kernels else {}
         )
+        fp8.use_kernels(self.fp8, self.kernels, self.dtype)
 
     def uncompile(self) -> None:
         """torch's eager path throughout (where capturing the decoding graphs failed): nothing compiled, no Triton."""
         self.kernels, self.matvec = False, {}
+        fp8.use_kernels(self.fp8, False, self.dtype)
         self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
             rms_norm,
             add_rms_norm,

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import fp8_checkpoint
 from ..errors import HymtError, ModelLoadError
 from ..planner.decision import Decision
 from ..planner.gpu import apply_memory_cap
 from ..planner.plan import in_flight, segment_kv_tokens
 from ..settings import Settings
-from ..tiers import TIERS
-from . import adapters as adapter_registry, weights
+from ..tiers import TIERS, Tier
+from . import adapters as adapter_registry, fp8, weights
 from .engine import Engine
 from .loader import load
 from .runner import ModelRunner, RunnerPlan
@@ -49,17 +50,20 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
         os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(settings.compile_cache_dir, "triton"))
     # Planned for HYMT_GPU_MEMORY_GB's card: on a larger real one, torch's allocator is held to it.
     apply_memory_cap(settings.gpu_memory_gb)
-    tiers = [decision.tier]
-    if decision.device == "cuda" and settings.profile == "auto":
-        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1 :] if t.auto and decision.allows(t)]
+    tiers = tiers_to_try(decision, settings.profile == "auto")
     adapters = adapter_registry.read_manifest(settings.adapters) if settings.adapters else []
     startup = Startup()
     int4_refused = weights.int4_unavailable() if decision.device == "cuda" else None
+    fp8_refused = fp8.unavailable(torch.device("cuda", 0)) if any(t.weights == "fp8" for t in tiers) else None
     for tier in tiers:
         if tier is not decision.tier:
             decision = decision.with_tier(tier, f"stepped down: {'; '.join(startup.steps)}")
-        if tier.weights == "int4" and (adapters or int4_refused):
-            startup.steps.append(f"{tier.name}: {int4_refused or 'takes no LoRA adapters'}")
+        refused = {"int4": int4_refused, "fp8": fp8_refused}.get(tier.weights)
+        if refused:
+            startup.steps.append(f"{tier.name}: {refused}")
+            continue
+        if tier.weights in ("int4", "fp8") and adapters:  # their fused layers are no modules LoRA can wrap
+            startup.steps.append(f"{tier.name}: takes no LoRA adapters")
             continue
         phase(f"loading weights ({tier.name})")
         try:
@@ -117,6 +121,17 @@ def start(settings: Settings, decision: Decision, on_phase: Callable[[str], None
         del loaded
         _release()
     raise HymtError(f"no profile survived its warm-up: {'; '.join(startup.steps)}", error_type="out_of_memory")
+
+
+def tiers_to_try(decision: Decision, auto: bool) -> list[Tier]:
+    """The decided tier and, where the planner chose it (`auto`) on a GPU, the tiers below it that this GPU runs:
+    what start-up steps down through on out-of-memory. Tencent's FP8 weights load in the fp8 tiers alone."""
+    tiers = [decision.tier]
+    if decision.device == "cuda" and auto:
+        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1 :] if t.auto and decision.allows(t)]
+    if decision.weights == fp8_checkpoint.FORMAT:
+        tiers = [t for t in tiers if t.weights == "fp8"]
+    return tiers
 
 
 def _runner_plan(settings: Settings, decision: Decision, tier, kv_tokens: int, adapters: list) -> RunnerPlan:

@@ -24,7 +24,7 @@ from .shapes import ModelShape
 
 # Chimera's prompt holds the source and six candidates; a few such segments are fused together.
 FUSION_IN_FLIGHT = 4
-FUSION_TIERS = ("bf16", "nf4", "nf4-int8kv")
+FUSION_TIERS = ("bf16", "fp8", "nf4", "nf4-int8kv")
 
 
 def fusion_settings(settings: Settings) -> Settings:
@@ -103,7 +103,7 @@ def plan_with_fusion(
     options = []
     for name in FUSION_TIERS:
         tier = TIERS_BY_NAME[name]
-        if not runs_on(tier, gpu.compute_capability) or (fusion_shape.quantized_bits == 4 and name == "bf16"):
+        if not runs_on(tier, gpu.compute_capability) or not fusion_shape.serves(tier):
             continue
         need = fusion_need_bytes(fusion_shape, tier, fusion)
         try:
@@ -122,7 +122,8 @@ def plan_with_fusion(
         )
     if not options:
         decision = plan(shape, gpu, settings)
-        smallest = min(fusion_need_bytes(fusion_shape, TIERS_BY_NAME[n], fusion) for n in FUSION_TIERS) / GIB
+        served = [TIERS_BY_NAME[n] for n in FUSION_TIERS if fusion_shape.serves(TIERS_BY_NAME[n])]
+        smallest = min(fusion_need_bytes(fusion_shape, t, fusion) for t in served) / GIB
         return decision.with_fusion(
             FusionPlan(
                 "refused",

@@ -4,8 +4,10 @@ checkpoint's shape and the card's free memory; the engine's warm-up proves it.""
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import cleanup
-from ..errors import ConfigError, HymtError
+from ..errors import ConfigError, HymtError, ModelLoadError
 from ..settings import Settings
 from ..tiers import AUTO, CPU_TIER, TIERS, TIERS_BY_NAME, Tier, runs_on
 from .decision import Decision, Numbers, TierBudget
@@ -78,10 +80,16 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
         tier = TIERS_BY_NAME.get(forced)
         if tier is None or tier is CPU_TIER:
             raise ConfigError(f"unknown profile {forced!r}")
+        if not shape.serves(tier):
+            raise ConfigError(
+                f"profile {forced} cannot hold this checkpoint's {shape.quantized_format} weights: "
+                f"{', '.join(t.name for t in TIERS if shape.serves(t))} can"
+            )
         if not runs_on(tier, gpu.compute_capability):
+            instead = _instead(tier, shape, gpu.compute_capability)
             raise HymtError(
-                f"profile {forced} needs a GPU of compute capability "
-                f"{'.'.join(map(str, tier.min_capability))} or later{capability}",
+                f"profile {forced} needs a GPU of compute capability {_version(tier.min_capability)} or "
+                f"later{capability}" + (f": use {instead.name} instead" if instead else ""),
                 error_type="does_not_fit",
             )
         if per_tier[tier.name].kv_cache_tokens <= seq_tokens:
@@ -92,11 +100,18 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
             )
         return settle_on(tier, "forced by HYMT_PROFILE")
 
-    # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of INT4 or NF4).
-    candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights in ("int4", "nf4"))]
-    older = [t.name for t in candidates if not runs_on(t, gpu.compute_capability)]
+    candidates = [t for t in TIERS if t.auto and shape.serves(t)]
+    older = [t for t in candidates if not runs_on(t, gpu.compute_capability)]
     candidates = [t for t in candidates if runs_on(t, gpu.compute_capability)]
-    note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
+    note = _needs(older) + capability if older else ""
+    if not candidates:  # an FP8 checkpoint on a GPU before Ada: not a matter of memory
+        unquantized = dataclasses.replace(shape, quantized_bits=None, quantized_format=None)
+        instead = _instead(older[0], unquantized, gpu.compute_capability)
+        raise ModelLoadError(
+            f"this checkpoint's {shape.quantized_format} weights need a GPU of compute capability "
+            f"{_version(min(t.min_capability for t in older))} or later{capability}: serve its bf16 checkpoint"
+            + (f" ({instead.name} runs on this GPU)" if instead else "")
+        )
     for tier in candidates:
         if per_tier[tier.name].kv_cache_tokens >= settings.target_kv_tokens:
             return settle_on(
@@ -116,6 +131,33 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
         f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
         f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB",
         error_type="does_not_fit",
+    )
+
+
+def _version(capability: tuple[int, int]) -> str:
+    return ".".join(map(str, capability))
+
+
+def _needs(tiers: list[Tier]) -> str:
+    """What the tiers a GPU cannot run need: "; fp8, fp8-int8kv need compute capability 8.9 or later; ..."."""
+    by_need: dict[tuple[int, int], list[str]] = {}
+    for tier in tiers:
+        by_need.setdefault(tier.min_capability, []).append(tier.name)
+    return "".join(
+        f"; {', '.join(names)} need{'s' if len(names) == 1 else ''} compute capability {_version(need)} or later"
+        for need, names in sorted(by_need.items(), reverse=True)
+    )
+
+
+def _instead(tier: Tier, shape: ModelShape, capability: tuple[int, int] | None) -> Tier | None:
+    """What to force in place of a tier this GPU cannot run: the next one down with the same KV cache that it runs."""
+    return next(
+        (
+            t
+            for t in TIERS[TIERS.index(tier) + 1 :]
+            if t.auto and t.kv_cache == tier.kv_cache and shape.serves(t) and runs_on(t, capability)
+        ),
+        None,
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tiers import KvCache
+from .. import fp8_checkpoint
+from ..tiers import KvCache, Tier
 
 # CUDA graph pool for decoding, cuBLAS workspaces, compiled kernels, rotary tables: measured well under this.
 FIXED_OVERHEAD_BYTES = 384 * 1024**2
@@ -21,15 +22,18 @@ class ModelShape:
     head_dim: int
     vocab_size: int
     tied_embeddings: bool
-    # A checkpoint quantized ahead of time (GPTQ/AWQ): its weights keep that format whatever the tier.
+    # A checkpoint quantized ahead of time (GPTQ/AWQ, Tencent's FP8): its weights keep that format whatever the tier.
     quantized_bits: int | None = None
-    quantized_format: str | None = None  # e.g. "gptq-int4"
+    quantized_format: str | None = None  # e.g. "gptq-int4", "compressed-tensors-fp8"
 
     @classmethod
     def from_config(cls, config) -> ModelShape:
         heads = config.num_attention_heads
         quant = getattr(config, "quantization_config", None)
         bits = _get(quant, "bits") if quant else None
+        quantized_format = f"{_get(quant, 'quant_method')}-int{bits}" if bits else None
+        if fp8_checkpoint.is_fp8(quant):
+            bits, quantized_format = 8, fp8_checkpoint.FORMAT
         return cls(
             hidden_size=config.hidden_size,
             intermediate_size=config.intermediate_size,
@@ -40,7 +44,7 @@ class ModelShape:
             vocab_size=config.vocab_size,
             tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
             quantized_bits=int(bits) if bits else None,
-            quantized_format=f"{_get(quant, 'quant_method')}-int{bits}" if bits else None,
+            quantized_format=quantized_format,
         )
 
     @property
@@ -52,18 +56,33 @@ class ModelShape:
         return self.num_layers * (attention + mlp)
 
     @property
+    def linear_rows(self) -> int:
+        """Output rows of the decoder's linear layers: each has its own scale in FP8."""
+        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        return self.num_layers * (q + 2 * kv + self.hidden_size + 2 * self.intermediate_size + self.hidden_size)
+
+    @property
     def other_params(self) -> int:
         """Embeddings, output head and norms: kept in 16 bits by every tier."""
         embeddings = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
         norms = self.num_layers * (2 * self.hidden_size + 2 * self.head_dim) + self.hidden_size
         return embeddings + norms
 
+    def serves(self, tier: Tier) -> bool:
+        """Whether the tier can hold this checkpoint's weights: a 4-bit one only in a 4-bit tier (its own format in
+        place of INT4 or NF4), an FP8 one only in an fp8 tier; any other in every tier."""
+        if self.quantized_format == fp8_checkpoint.FORMAT:
+            return tier.weights == "fp8"
+        return self.quantized_bits != 4 or tier.weights in ("int4", "nf4")
+
     def weight_bytes(self, weights: str) -> int:
         # NF4 with double quantization: 4 bits, an 8-bit absmax per 64 values, an fp32 scale per 256 absmaxes.
-        # INT4: 4 bits and a 16-bit scale and zero point per group of 128.
+        # INT4: 4 bits and a 16-bit scale and zero point per group of 128. FP8: one byte and an fp32 scale per
+        # output row (Tencent's per-tensor scales too, kept per row once q/k/v and gate/up are fused).
         per_linear = {
             "fp32": 4.0,
             "bf16": 2.0,
+            "fp8": 1.0,
             "int8": 1.0 + 4.0 / self.hidden_size,
             "int4": 0.5 + 4 / 128,
             "nf4": 0.5 + 1 / 64 + 4 / (64 * 256),
@@ -72,7 +91,8 @@ class ModelShape:
         # INT4 keeps the output head in 8 bits (engine/weights.py): with tied embeddings a copy beside the 16-bit
         # embeddings, which the 1.8B models' plan on a 4 GB card must count.
         tied_head = self.vocab_size * self.hidden_size if weights == "int4" and self.tied_embeddings else 0
-        return int(self.linear_params * per_linear + self.other_params * per_other) + tied_head
+        row_scales = 4 * self.linear_rows if weights == "fp8" else 0
+        return int(self.linear_params * per_linear + self.other_params * per_other) + tied_head + row_scales
 
     def kv_bytes_per_token(self, kv_cache: KvCache) -> int:
         slots = 2 * self.num_layers * self.num_kv_heads
@@ -88,10 +108,18 @@ class ModelShape:
     def transient_bytes(self, weights: str, max_in_flight: int, prefill_tokens: int) -> int:
         """Scratch beside the weights and the KV cache: a prefill step's activations; per decoding row the logits
         in 16 bits, their float32 copies while sampling and the repetition-penalty bits; for NF4 and LLM.int8 one
-        dequantized MLP matrix; fixed overheads."""
+        dequantized MLP matrix; for FP8 the prefill's widest input (the down projection's) quantized to one byte;
+        fixed overheads."""
         sampling = max_in_flight * self.vocab_size * (2 + 5 * 4 + 1)
         dequant = 2 * self.hidden_size * self.intermediate_size if weights in ("nf4", "int8") else 0
-        return prefill_tokens * self.activation_bytes_per_token() + sampling + dequant + FIXED_OVERHEAD_BYTES
+        quantized_input = prefill_tokens * (self.intermediate_size + 4) if weights == "fp8" else 0
+        return (
+            prefill_tokens * self.activation_bytes_per_token()
+            + sampling
+            + dequant
+            + quantized_input
+            + FIXED_OVERHEAD_BYTES
+        )
 
 
 def _get(obj, key: str):

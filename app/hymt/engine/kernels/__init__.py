@@ -1,7 +1,8 @@
 """Triton kernels for the GPU's forward pass and sampling, where torch's own kernels spend the decoding step in
-small launches: a layer's element-wise work fused (`layers`), the one-row matvec (`matvec`), the decoding attention
-(`attention`) and the sampler's pass over the vocabulary and its draw (`sampling`); launched with programmatic
-dependent launch where the GPU has it (`common`).
+small launches: a layer's element-wise work fused (`layers`), the one-row matvec (`matvec`, 16-bit or e4m3
+weights), the fp8 tiers' activations quantized per row (`quantize`), the decoding attention (`attention`) and the
+sampler's pass over the vocabulary and its draw (`sampling`); launched with programmatic dependent launch where the
+GPU has it (`common`).
 
 All are captured in the decoding step's CUDA graphs like any other kernel. The CPU keeps torch's path (with
 transformers' exact arithmetic), so these run only where Triton and a CUDA device are present.
@@ -10,12 +11,15 @@ transformers' exact arithmetic), so these run only where Triton and a CUDA devic
 from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
-from .matvec import MATVEC_CONFIGS, matvec, tune_matvec
+from .matvec import MATVEC_CONFIGS, matvec, tune_fp8_matvec, tune_matvec
+from .quantize import E4M3_MAX, MIN_AMAX, quantize_rows
 from .sampling import TOP, penalize, sample
 
 __all__ = [
     "AVAILABLE",
+    "E4M3_MAX",
     "MATVEC_CONFIGS",
+    "MIN_AMAX",
     "PROGRAMS",
     "TOP",
     "add_rms_norm",
@@ -23,8 +27,10 @@ __all__ = [
     "enable_pdl",
     "matvec",
     "penalize",
+    "quantize_rows",
     "rope_norm_store",
     "sample",
     "splits_for",
+    "tune_fp8_matvec",
     "tune_matvec",
 ]

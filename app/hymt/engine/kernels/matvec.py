@@ -2,12 +2,16 @@
 this GPU (timed at start-up inside a CUDA graph, as decoding runs it: `tune_matvec`). cuBLAS splits the narrow
 layers and reduces in a second kernel. For the MLP's down projection the kernel can take the gate/up output as it
 comes from its matmul and apply SiLU(gate) * up while it reads it (`gated`): one kernel fewer per layer.
+
+The same kernel reads e4m3 weights with one float32 scale per row (`scale`, the fp8 tiers), applied once to each
+row's sum; the input stays in 16 bits, where the fp8 tiers' matmul quantizes it (`tune_fp8_matvec` times it against
+that matmul).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -38,6 +42,7 @@ if AVAILABLE:
     def _matvec(
         X,
         W,
+        Scale,
         Y,
         Parts,
         N,
@@ -47,6 +52,7 @@ if AVAILABLE:
         BLOCK_K: tl.constexpr,
         SPLITS: tl.constexpr,
         GATED: tl.constexpr,
+        SCALED: tl.constexpr,
         PDL: tl.constexpr,
     ):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -66,10 +72,13 @@ if AVAILABLE:
                 weights + (first + cols)[None, :], mask=inside[:, None] & ((first + cols) < hi)[None, :], other=0.0
             )
             acc += w.to(tl.float32) * _row_input(X, K, first + cols, hi, GATED)[None, :]
+        total = tl.sum(acc, axis=1)
+        if SCALED:  # e4m3 weights: the row's scale, once on its sum (or on each part's, which add up the same)
+            total *= tl.load(Scale + rows, mask=inside, other=0.0)
         if SPLITS == 1:
-            tl.store(Y + rows, tl.sum(acc, axis=1).to(Y.dtype.element_ty), mask=inside)
+            tl.store(Y + rows, total.to(Y.dtype.element_ty), mask=inside)
         else:  # each part of K its own row of partial sums, added up by _sum_parts
-            tl.store(Parts + tl.program_id(1) * N + rows, tl.sum(acc, axis=1), mask=inside)
+            tl.store(Parts + tl.program_id(1) * N + rows, total, mask=inside)
 
     @triton.jit
     def _sum_parts(Parts, Y, N, SPLITS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
@@ -91,13 +100,22 @@ def matvec(
     num_stages: int = 3,
     splits: int = 1,
     gated: bool = False,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """x [1, K] @ weight [N, K].T in 16 bits (gated: x [1, 2K], gate then up, and SiLU(gate) * up @ weight.T): one
     row, each program a few of the weight's rows read once, over all of K, or over one of `splits` parts of it
-    (then a second kernel adds the parts: for narrow layers, whose rows alone give too few programs)."""
+    (then a second kernel adds the parts: for narrow layers, whose rows alone give too few programs). With `scale`
+    [N] (float32), the weight is e4m3 and row r of it stands for weight[r] * scale[r]."""
     n, k = weight.shape
     if x.shape[-1] != (2 * k if gated else k):
         raise ValueError(f"matvec: an input of {x.shape[-1]} for a weight of {k} columns (gated: {gated})")
+    if (scale is not None) != (weight.dtype == torch.float8_e4m3fn) or (
+        scale is not None and (scale.shape != (n,) or scale.dtype != torch.float32)
+    ):
+        raise ValueError(
+            f"matvec: an e4m3 weight takes a float32 scale per row, and no other weight a scale; here a {weight.dtype} "
+            f"weight of {n} rows and {'no scale' if scale is None else f'a {scale.dtype} scale {tuple(scale.shape)}'}"
+        )
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
     parts = torch.empty((splits, n), dtype=torch.float32, device=x.device) if splits > 1 else out
     common.launch(
@@ -105,6 +123,7 @@ def matvec(
         (triton.cdiv(n, block_n), splits),
         x,
         weight,
+        weight if scale is None else scale,  # read only when SCALED
         out,
         parts,
         n,
@@ -114,6 +133,7 @@ def matvec(
         BLOCK_K=block_k,
         SPLITS=splits,
         GATED=gated,
+        SCALED=scale is not None,
         num_warps=num_warps,
         num_stages=num_stages,
     )
@@ -139,9 +159,9 @@ MATVEC_CONFIGS = (
 )
 
 
-# `call` takes a weight; `...` since mypy cannot match the callers' lambdas (their loop variables bound as defaults)
-# to Callable[[torch.Tensor], object].
-def _graph_time(group: list[torch.Tensor], call: Callable[..., object]) -> float:
+# `call` takes a weight (or a weight and its scale); `...` since mypy cannot match the callers' lambdas (their loop
+# variables bound as defaults) to Callable[[torch.Tensor], object].
+def _graph_time(group: Sequence[object], call: Callable[..., object]) -> float:
     """us a call, timed as the decoding step runs it: the calls over all of `group`'s weights (the model's layers,
     so the cache holds none of them) captured in a CUDA graph and replayed, so that the host's launches (slower for
     Triton's than for cuBLAS's) are not what is measured."""
@@ -206,4 +226,36 @@ def tune_matvec(
         fastest = min(range(len(options)), key=times.__getitem__)
         if keep_all or times[fastest] < cublas:
             chosen[shape] = (options[fastest], round(times[fastest], 2), round(cublas, 2))
+    return chosen
+
+
+@torch.inference_mode()
+def tune_fp8_matvec(
+    layers: list[tuple[torch.Tensor, torch.Tensor]],
+    matmul: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    dtype: torch.dtype,
+) -> dict[tuple[int, ...], tuple[dict, float, float]]:
+    """Per shape of e4m3 weight (each with its float32 scale per row): the fastest matvec configuration on this GPU
+    where it beats `matmul(x, weight, scale)` (the fp8 tiers' own: the input quantized, then torch._scaled_mm) at
+    one row of `dtype`, with both times (us a call), as tune_matvec does for 16-bit weights."""
+    by_shape: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    for weight, scale in layers:
+        by_shape.setdefault(tuple(weight.shape), []).append((weight, scale))
+    chosen = {}
+    for shape, group in by_shape.items():
+        x = torch.randn(1, shape[1], dtype=dtype, device=group[0][0].device)
+        options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c)) for c in MATVEC_CONFIGS]
+        try:
+            scaled_mm = _graph_time(group, lambda layer, x=x: matmul(x, *layer))
+            times = [
+                _graph_time(group, lambda layer, o=o, x=x: matvec(x, layer[0], scale=layer[1], **o)) for o in options
+            ]
+        except torch.OutOfMemoryError:
+            raise
+        except Exception:  # the matvec is a speed-up: the matmul serves where it cannot be timed
+            log.exception("timing the one-row fp8 matvec for %s failed; torch._scaled_mm serves it", shape)
+            continue
+        fastest = min(range(len(options)), key=times.__getitem__)
+        if times[fastest] < scaled_mm:
+            chosen[shape] = (options[fastest], round(times[fastest], 2), round(scaled_mm, 2))
     return chosen
