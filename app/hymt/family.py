@@ -136,6 +136,7 @@ _LINES = (
 )
 _SMALL = re.compile(r"1[._]8b", re.I)
 _MOE = re.compile(r"30b[-_ ]?a3b", re.I)
+MOE_MODEL_TYPE = "hy_v3"  # the architecture of Hy-MT2-30B-A3B (transformers' HYV3ForCausalLM)
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,14 @@ from hymt.engine.kvcache import KVArena  # noqa: E402
 HEADS, KV_HEADS, D = 8, 2, 16
 
 
+def _rotations(norm_first: bool):
+    """The torch function the kernels' order stands for: hy_v3 normalises first, the dense models rotate first."""
+    return model_module.qk_norm_rope if norm_first else model_module.rope_qk_norm
+
+
 def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
-    """q, k and v of five tokens: the kernel's queries and arena rows against rope_qk_norm and the arena's write."""
+    """q, k and v of five tokens: the kernel's queries and arena rows against rope_qk_norm (qk_norm_rope, in
+    hy_v3's order) and the arena's write."""
     from hymt.engine import kernels
 
     torch.manual_seed(0)
@@ -38,19 +44,21 @@ def check_rope_norm_store(device: str, dtype: torch.dtype) -> None:
     angles = torch.cat((angles, angles), -1)
     cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
     q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
-    want_q, want_k = model_module.rope_qk_norm(
-        q.reshape(tokens, HEADS, D),
-        k.reshape(tokens, KV_HEADS, D),
-        cos[positions],
-        sin[positions],
-        q_weight,
-        k_weight,
-        1e-5,
-    )
-    for quantized in (True, False):
+    for quantized, norm_first in ((True, False), (False, False), (True, True), (False, True)):
+        want_q, want_k = _rotations(norm_first)(
+            q.reshape(tokens, HEADS, D),
+            k.reshape(tokens, KV_HEADS, D),
+            cos[positions],
+            sin[positions],
+            q_weight,
+            k_weight,
+            1e-5,
+        )
         arena = KVArena(1, 16, KV_HEADS, D, quantized, dtype, torch.device(device))
-        got_q = kernels.rope_norm_store(q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5, *arena.storage(0))
-        assert torch.allclose(got_q.float(), want_q.float(), **_tolerance(dtype))
+        got_q = kernels.rope_norm_store(
+            q, k, v, cos, sin, positions, rows, q_weight, k_weight, 1e-5, *arena.storage(0), norm_first=norm_first
+        )
+        assert torch.allclose(got_q.float(), want_q.float(), **_tolerance(dtype)), (quantized, norm_first)
         reference = KVArena(1, 16, KV_HEADS, D, quantized, dtype, torch.device(device))
         reference.write(0, rows, want_k, v.reshape(tokens, KV_HEADS, D))
         for got, want in zip(arena.storage(0), reference.storage(0)):
@@ -191,8 +199,9 @@ def _tolerance(dtype: torch.dtype, scale: float = 1.0) -> dict:
 
 def check_decode_attention(device: str, dtype: torch.dtype) -> None:
     """Six segments of 1 to 150 tokens in a 480-row arena, 16-bit and INT8, split and whole: the new tokens' keys
-    and values in the arena and the attention over each segment's rows, against rope_qk_norm, the arena's write and
-    softmax attention; the arrival counters left at zero."""
+    and values in the arena and the attention over each segment's rows, against rope_qk_norm (qk_norm_rope in
+    hy_v3's order, split and whole in 16 bits), the arena's write and softmax attention; the arrival counters left
+    at zero."""
     from hymt.engine import kernels
 
     torch.manual_seed(1)
@@ -207,9 +216,6 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
     angles = torch.cat((angles, angles), -1)
     cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
     q_weight, k_weight = (torch.rand(D, device=device) + 0.5).to(dtype), (torch.rand(D, device=device) + 0.5).to(dtype)
-    want_q, want_k = model_module.rope_qk_norm(
-        q.reshape(n, HEADS, D), k.reshape(n, KV_HEADS, D), cos[positions], sin[positions], q_weight, k_weight, 1e-5
-    )
 
     def attention(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         out = []
@@ -221,7 +227,14 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
         return torch.stack(out)
 
     arrived = torch.zeros(kernels.PROGRAMS, dtype=torch.int32, device=device)
-    for quantized in (True, False):
+    for quantized, norm_first, all_splits in (
+        (True, False, (1, 4, 16)),
+        (False, False, (1, 4, 16)),
+        (False, True, (1, 4)),
+    ):
+        want_q, want_k = _rotations(norm_first)(
+            q.reshape(n, HEADS, D), k.reshape(n, KV_HEADS, D), cos[positions], sin[positions], q_weight, k_weight, 1e-5
+        )
         reference = KVArena(1, 480, KV_HEADS, D, quantized, dtype, torch.device(device))
         for tensor in reference.storage(0):
             if tensor is not None:
@@ -239,7 +252,7 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
             want = attention(keys.to(dtype) * key_scales, values.to(dtype) * value_scales)
         else:
             want = attention(keys, values)
-        for splits in (1, 4, 16):
+        for splits in all_splits:
             arena = [t.clone() if t is not None else None for t in stored]
             got = kernels.decode_attention(
                 q,
@@ -257,8 +270,9 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
                 D**-0.5,
                 arrived,
                 splits,
+                norm_first=norm_first,
             )
-            assert torch.allclose(got.float(), want, **_tolerance(dtype)), (quantized, splits)
+            assert torch.allclose(got.float(), want, **_tolerance(dtype)), (quantized, norm_first, splits)
             assert not arrived.any()
             for got_t, want_t in zip(arena, reference.storage(0)):
                 if got_t is None:
@@ -268,6 +282,44 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
                     assert (got_t.int() - want_t.int()).abs().max() <= 2
                 else:
                     assert torch.allclose(got_t.float(), want_t.float(), **_tolerance(dtype))
+
+
+def check_fused_experts(device: str, dtype: torch.dtype) -> None:
+    """The routed experts of a Mixture of Experts for 1 and 9 tokens (4 of 8 experts each, routed with a selection
+    bias; one expert takes every token, so its run fills more than a block), sizes that are no multiple of the
+    blocks: the grouped matmuls against each slot's expert taken one by one in torch, as transformers' eager
+    experts compute them; the alignment puts every slot once, and each block's slots are its expert's."""
+    import torch.nn.functional as F
+
+    from hymt.engine import kernels
+    from hymt.engine.kernels.moe import align_by_expert
+    from hymt.engine.moe import route
+
+    torch.manual_seed(6)
+    experts, top_k, hidden, width = 8, 4, 80, 40
+    gate_up = (torch.randn(experts, 2 * width, hidden, device=device) / hidden**0.5).to(dtype)
+    down = (torch.randn(experts, hidden, width, device=device) / width**0.5).to(dtype)
+    router = torch.randn(experts, hidden, device=device) / hidden**0.5
+    bias = torch.zeros(experts, device=device)
+    bias[5] = 2.0  # every token takes expert 5
+    for tokens in (9, 1):
+        x = torch.randn(tokens, hidden, device=device).to(dtype)
+        weights, index = route(x, router, bias, top_k, 2.826)
+        slots, block_experts, padded = align_by_expert(index, experts, 8)
+        flat = index.reshape(-1).tolist()
+        taken = [s for s in slots.tolist() if s < tokens * top_k]
+        assert sorted(taken) == list(range(tokens * top_k)) and padded.item() % 8 == 0
+        for block, expert in enumerate(block_experts.tolist()[: padded.item() // 8]):
+            assert {flat[s] for s in slots[block * 8 : (block + 1) * 8].tolist() if s < len(flat)} <= {expert}
+        want = torch.zeros(tokens, hidden, device=device)
+        for t in range(tokens):
+            for j in range(top_k):
+                e = index[t, j]
+                gate, up = F.linear(x[t : t + 1], gate_up[e]).chunk(2, dim=-1)
+                out = F.linear(F.silu(gate) * up, down[e])
+                want[t] += (out.float() * weights[t, j])[0]
+        got = kernels.fused_experts(x, gate_up, down, index, weights, block_m=16, block_n=32, block_k=32)
+        assert got.dtype == dtype and torch.allclose(got.float(), want, **_tolerance(dtype, scale=4)), tokens
 
 
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
@@ -340,6 +392,7 @@ CHECKS = {
     "rope_norm_store": check_rope_norm_store,
     "add_rms_norm": check_add_rms_norm,
     "decode_attention": check_decode_attention,
+    "fused_experts": check_fused_experts,
     "matvec": check_matvec,
     "penalize": check_penalize,
     "sample": check_sample,

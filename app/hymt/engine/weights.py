@@ -23,6 +23,8 @@ import time
 import torch
 
 from ..errors import ModelLoadError
+from .model import dense_mlp
+from .moe import is_moe
 
 log = logging.getLogger("hymt.weights")
 
@@ -36,9 +38,10 @@ def _layers(model):
 
 def fuse(model) -> bool:
     """Fuse each layer's projections in place where they are plain 16-bit linear layers; False where they are not
-    (quantized or wrapped layers keep their own modules)."""
+    (quantized or wrapped layers keep their own modules). A Mixture of Experts' shared expert is fused as a dense
+    MLP is; its routed experts are stacked already (gate and up in one matrix per expert)."""
     for layer in _layers(model):
-        attn, mlp = layer.self_attn, layer.mlp
+        attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
         if hasattr(attn, "qkv_proj"):  # fused already (int4 quantizes the fused matrices)
             return False
         groups = ((attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")), (mlp, "gate_up_proj", ("gate_proj", "up_proj")))
@@ -110,6 +113,8 @@ def quantize_int4(model, device: torch.device) -> None:
     missing = int4_unavailable()
     if missing:
         raise ModelLoadError(missing)
+    if any(is_moe(layer.mlp) for layer in _layers(model)):
+        raise ModelLoadError("int4 needs a 4-bit grouped kernel for a Mixture of Experts' experts, which hymt lacks")
     started = time.perf_counter()
     # The head first, on an empty card: quantizing its 1 GB of 16-bit weights takes more than that for a moment,
     # which beside the quantized layers overflowed an 8 GB card.

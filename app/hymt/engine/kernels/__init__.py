@@ -1,7 +1,7 @@
 """Triton kernels for the GPU's forward pass and sampling, where torch's own kernels spend the decoding step in
 small launches: a layer's element-wise work fused (`layers`), the one-row matvec (`matvec`), the decoding attention
-(`attention`) and the sampler's pass over the vocabulary and its draw (`sampling`); launched with programmatic
-dependent launch where the GPU has it (`common`).
+(`attention`), the routed experts of a Mixture of Experts as grouped matmuls (`moe`) and the sampler's pass over the
+vocabulary and its draw (`sampling`); launched with programmatic dependent launch where the GPU has it (`common`).
 
 All are captured in the decoding step's CUDA graphs like any other kernel. The CPU keeps torch's path (with
 transformers' exact arithmetic), so these run only where Triton and a CUDA device are present.
@@ -11,6 +11,7 @@ from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
 from .matvec import MATVEC_CONFIGS, matvec, tune_matvec
+from .moe import fused_experts
 from .sampling import TOP, penalize, sample
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "add_rms_norm",
     "decode_attention",
     "enable_pdl",
+    "fused_experts",
     "matvec",
     "penalize",
     "rope_norm_store",
