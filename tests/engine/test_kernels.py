@@ -323,13 +323,14 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
 
 
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
-    """The test model's decoding step for three segments, with the kernels and with torch's path, from the same
+    """A test model's decoding step for three segments, with the kernels and with torch's path, from the same
     arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
     fuses them, and with the kernels every linear layer through the matvec as start-up's timing may choose it, so
-    that one row's down projection takes the SiLU inside."""
+    that one row's down projection takes the SiLU inside. For Hy-MT2-30B-A3B's model: the Q/K norms before the
+    rotation, and the routed experts through the grouped matmuls against transformers' experts module."""
     from transformers import AutoModelForCausalLM
 
-    from hymt.engine.model import Batch, Decoder
+    from hymt.engine.model import Batch, Decoder, dense_mlp
     from hymt.engine.weights import fuse
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
@@ -351,7 +352,7 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
         decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
         state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
         saved = [t.clone() for t in state]
-        gated = {tuple(layer.mlp.down_proj.weight.shape) for layer in decoder.layers}
+        gated = {tuple(dense_mlp(layer.mlp).down_proj.weight.shape) for layer in decoder.layers}
         tuned = {
             tuple(m.weight.shape): (
                 dict(block_n=32, block_k=128, splits=2, **({"gated": True} if tuple(m.weight.shape) in gated else {})),
@@ -365,7 +366,7 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
             starts = torch.tensor([1, 20, 40][:rows], device=device)
             positions = torch.tensor([4, 16, 0][:rows], device=device)
             batch = Batch(
-                input_ids=torch.tensor([5, 900, 127960][:rows], device=device),
+                input_ids=torch.tensor([5, 900, config.eos_token_id][:rows], device=device),
                 positions=positions,
                 write_index=starts + positions,
                 query_starts=torch.arange(rows + 1, dtype=torch.int32, device=device),
@@ -385,7 +386,12 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
             (want, want_arena), (got, got_arena) = results
             assert torch.allclose(got.float(), want.float(), atol=1e-3 if dtype == torch.float32 else 5e-2)
             for got_t, want_t in zip(got_arena, want_arena):
-                assert (got_t.float() - want_t.float()).abs().max() <= (1 if got_t.dtype == torch.int8 else 1e-3)
+                if got_t.dtype == torch.int8:
+                    assert (got_t.int() - want_t.int()).abs().max() <= 1
+                else:  # to a unit or two in the last place of the values about it (a key's entries near zero
+                    # come from entries about 1 rotated together; hy_v3's, rotated after their norm, reach 4)
+                    atol = 1e-3 if dtype == torch.float32 else 2e-3
+                    assert torch.allclose(got_t.float(), want_t.float(), atol=atol, rtol=1e-3)
 
 
 CHECKS = {
@@ -418,8 +424,9 @@ def test_kernel_in_the_interpreter(check, dtype):
 
 @needs_triton
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_decoding_step_with_the_kernels_equals_torchs(test_model, dtype):
-    _interpreted("decoding_step", dtype, str(test_model))
+@pytest.mark.parametrize("family", ["hunyuan-mt-7b", "hy-mt2-30b-a3b"])
+def test_decoding_step_with_the_kernels_equals_torchs(test_model, family_model, family, dtype):
+    _interpreted("decoding_step", dtype, str(test_model if family == "hunyuan-mt-7b" else family_model(family)))
 
 
 @pytest.mark.skipif(
