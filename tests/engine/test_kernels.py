@@ -322,6 +322,48 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
         assert got.dtype == dtype and torch.allclose(got.float(), want, **_tolerance(dtype, scale=4)), tokens
 
 
+def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
+    """The int4 profiles' experts: each weight within half a step of its group's grid (plus the bf16 rounding of the
+    scale and minimum); the grouped matmuls over the 4-bit weights (halves of K that end inside a block) against
+    the experts module's own torch path over the dequantized weights, for 9 tokens (one expert taking all) and 1,
+    and so through the MoE block."""
+    from types import SimpleNamespace
+
+    from hymt.engine import kernels
+    from hymt.engine.experts_int4 import GROUP_SIZE, Int4Experts, dequantize, quantize
+    from hymt.engine.moe import MoE, route
+
+    torch.manual_seed(7)
+    experts, top_k, hidden, width = 8, 4, 3 * GROUP_SIZE, GROUP_SIZE
+    gate_up = (torch.randn(experts, 2 * width, hidden, device=device) / hidden**0.5).to(dtype)
+    down = (torch.randn(experts, hidden, width, device=device) / width**0.5).to(dtype)
+    module = Int4Experts(gate_up, down)
+    for original, packed in ((gate_up, module.gate_up), (down, module.down)):
+        for e in (0, 5):
+            step = packed.scales[e].float().repeat_interleave(GROUP_SIZE, dim=-1)
+            error = (dequantize(packed, e, torch.float32) - original[e].float()).abs()
+            assert (error <= step / 2 + 0.01 * original[e].float().abs().max()).all()
+    with pytest.raises(ValueError, match="divisible by 128"):
+        quantize(torch.zeros(1, 4, 200, device=device))
+    router = torch.randn(experts, hidden, device=device) / hidden**0.5
+    bias = torch.zeros(experts, device=device)
+    bias[5] = 2.0
+    for tokens in (9, 1):
+        x = torch.randn(tokens, hidden, device=device).to(dtype)
+        weights, index = route(x, router, bias, top_k, 2.826)
+        want = module(x, index, weights)
+        got = kernels.fused_experts(x, module.gate_up, module.down, index, weights, block_m=16, block_n=32, block_k=128)
+        assert got.dtype == dtype and torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4)), tokens
+    # The MoE block hands the 4-bit experts to the kernels as it does transformers' (the shared expert left out).
+    layer = SimpleNamespace(
+        gate=SimpleNamespace(weight=router), e_score_correction_bias=bias, experts=module, shared_experts=None
+    )
+    config = SimpleNamespace(num_experts_per_tok=top_k, router_scaling_factor=2.826, enable_moe_fp32_combine=True)
+    block = MoE(config)
+    outputs = [block.forward(layer, x, lambda mlp, x: torch.zeros_like(x), fused) for fused in (False, True)]
+    assert torch.allclose(outputs[1].float(), outputs[0].float(), **_tolerance(dtype, scale=4))
+
+
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
     """A test model's decoding step for three segments, with the kernels and with torch's path, from the same
     arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
@@ -399,6 +441,7 @@ CHECKS = {
     "add_rms_norm": check_add_rms_norm,
     "decode_attention": check_decode_attention,
     "fused_experts": check_fused_experts,
+    "fused_experts_int4": check_fused_experts_int4,
     "matvec": check_matvec,
     "penalize": check_penalize,
     "sample": check_sample,

@@ -185,6 +185,7 @@ def test_the_moe_shape_counts_every_expert_and_is_read_from_its_config():
     assert shape.linear_params + shape.expert_params + shape.other_params == 30_064_725_888
     assert shape.expert_params == 47 * 128 * 3 * 2048 * 768
     assert shape.weight_bytes("bf16") / GIB == pytest.approx(56.0, abs=0.01)
+    assert shape.weight_bytes("int4") / GIB == pytest.approx(15.57, abs=0.01)
     assert shape.kv_bytes_per_token("bf16") == 2 * 48 * 4 * 128 * 2
     # bitsandbytes quantizes linear layers only: the stacked experts stay 16-bit under NF4.
     assert shape.weight_bytes("nf4") > 2 * shape.expert_params
@@ -204,20 +205,24 @@ def test_the_moe_shape_counts_every_expert_and_is_read_from_its_config():
     assert ModelShape.from_config(config) == shape
 
 
-@pytest.mark.parametrize("card_gb,profile", [(80, "bf16"), (141, "bf16")])
-def test_the_moe_runs_in_bf16_on_80_gb_and_up(card_gb, profile):
+@pytest.mark.parametrize(
+    "card_gb,profile", [(20, "int4-int8kv"), (24, "int4"), (48, "int4"), (80, "bf16"), (141, "bf16")]
+)
+def test_the_moe_runs_in_bf16_from_80_gb_and_in_4_bits_below(card_gb, profile):
+    """bf16 where its 56 GiB fit; its experts in 4 bits (15.6 GiB in all) on 24 and 48 GB; a 20 GB card's KV cache
+    in int8 to reach the target."""
     decision = plan(HY_MT2_30B_A3B_SHAPE, card(card_gb), SETTINGS)
     assert decision.profile == profile and decision.kv_cache_tokens >= SETTINGS.target_kv_tokens
     tier = decision.numbers.tiers[profile]
     assert tier.weight_bytes + tier.transient_bytes + decision.kv_cache_bytes <= card_gb * GIB
 
 
-@pytest.mark.parametrize("card_gb", [24, 48])
-def test_the_moe_below_80_gb_needs_the_4_bit_kernel_it_lacks(card_gb):
-    with pytest.raises(HymtError, match="need a 4-bit grouped kernel for a Mixture of Experts' experts"):
-        plan(HY_MT2_30B_A3B_SHAPE, card(card_gb), SETTINGS)
-    with pytest.raises(HymtError, match="profile int4 cannot serve this model"):
-        plan(HY_MT2_30B_A3B_SHAPE, card(card_gb), SETTINGS.replace(profile="int4"))
+def test_the_moe_is_refused_below_the_4_bit_profiles_need():
+    with pytest.raises(HymtError, match=r"the smallest profile \(int4-int8kv\) needs about 18.2 GiB"):
+        plan(HY_MT2_30B_A3B_SHAPE, card(16), SETTINGS)
+    # Before Ampere the 4-bit profiles do not run, and NF4 leaves the experts 16-bit: nothing below 80 GB.
+    with pytest.raises(HymtError, match="does not fit in 48.0 GiB"):
+        plan(HY_MT2_30B_A3B_SHAPE, card(48, (7, 5)), SETTINGS)
 
 
 def test_profile_command_plans_the_moe_and_refuses_a_small_card_naming_the_smaller_models(tmp_path):

@@ -6,7 +6,8 @@ routed experts and the shared expert beside them.
   scores, normalised to sum one and scaled by `router_scaling_factor`.
 - The routed experts: on the CPU (and on a GPU without Triton) the loaded experts module itself, whose arithmetic is
   transformers' own, so greedy output is `generate`'s; on a GPU with Triton two grouped matmuls over the slots
-  sorted by expert (kernels/moe.py), with fixed shapes for the decoding step's CUDA graph.
+  sorted by expert (kernels/moe.py), with fixed shapes for the decoding step's CUDA graph, over transformers'
+  16-bit experts or the int4 profiles' 4-bit ones (experts_int4.py).
 - The shared expert is a plain MLP (the decoder's), added to the routed sum, in float32 where the config's
   `enable_moe_fp32_combine` says so.
 """
@@ -19,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels
+from .experts_int4 import Int4Experts
 
 
 def route(
@@ -54,7 +56,11 @@ class MoE:
         weights, index = route(x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling)
         experts = mlp.experts
         if fused:
-            routed = kernels.fused_experts(x, experts.gate_up_proj, experts.down_proj, index, weights)
+            if isinstance(experts, Int4Experts):
+                gate_up, down = experts.gate_up, experts.down
+            else:
+                gate_up, down = experts.gate_up_proj, experts.down_proj
+            routed = kernels.fused_experts(x, gate_up, down, index, weights)
         else:
             routed = experts(x, index, weights)
         shared = dense(mlp.shared_experts, x)

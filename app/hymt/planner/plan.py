@@ -78,9 +78,6 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
         tier = TIERS_BY_NAME.get(forced)
         if tier is None or tier is CPU_TIER:
             raise ConfigError(f"unknown profile {forced!r}")
-        why_not = shape.unserved(tier.weights)
-        if why_not:
-            raise HymtError(f"profile {forced} cannot serve this model: {why_not}", error_type="does_not_fit")
         if not runs_on(tier, gpu.compute_capability):
             raise HymtError(
                 f"profile {forced} needs a GPU of compute capability "
@@ -98,10 +95,8 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
     # A 4-bit checkpoint can only be served as one of the 4-bit tiers (its own format instead of INT4 or NF4).
     candidates = [t for t in TIERS if t.auto and (shape.quantized_bits != 4 or t.weights in ("int4", "nf4"))]
     older = [t.name for t in candidates if not runs_on(t, gpu.compute_capability)]
-    unserved = sorted({r for t in candidates if (r := shape.unserved(t.weights)) is not None})
-    candidates = [t for t in candidates if runs_on(t, gpu.compute_capability) and not shape.unserved(t.weights)]
+    candidates = [t for t in candidates if runs_on(t, gpu.compute_capability)]
     note = f"; {', '.join(older)} need Ampere or later{capability}" if older else ""
-    note += "".join(f"; {r}" for r in unserved)
     for tier in candidates:
         if per_tier[tier.name].kv_cache_tokens >= settings.target_kv_tokens:
             return settle_on(

@@ -106,7 +106,8 @@ class ModelShape:
             "nf4": 0.5 + 1 / 64 + 4 / (64 * 256),
         }[weights]
         per_other = 4.0 if weights == "fp32" else 2.0
-        # The experts in 4 bits where the 4-bit tier quantizes them (kernels/moe.py); bitsandbytes leaves them be.
+        # The experts in 4 bits where the INT4 tier quantizes them (engine/experts_int4.py: groups of 128, a 16-bit
+        # scale and minimum each, as the linear layers' INT4); bitsandbytes leaves them be.
         per_expert = per_other if weights in ("nf4", "int8") else per_linear
         # INT4 keeps the output head in 8 bits (engine/weights.py): with tied embeddings a copy beside the 16-bit
         # embeddings, which the 1.8B models' plan on a 4 GB card must count.
@@ -115,15 +116,6 @@ class ModelShape:
             int(self.linear_params * per_linear + self.expert_params * per_expert + self.other_params * per_other)
             + tied_head
         )
-
-    def unserved(self, weights: str) -> str | None:
-        """Why this model cannot be served with its weights in this format, or None where it can."""
-        if self.num_experts and weights == "int4":
-            return (
-                "the 4-bit profiles (int4, int4-int8kv) need a 4-bit grouped kernel for a Mixture of Experts' "
-                "experts, which hymt does not have yet"
-            )
-        return None
 
     def kv_bytes_per_token(self, kv_cache: KvCache) -> int:
         slots = 2 * self.num_layers * self.num_kv_heads
