@@ -285,10 +285,11 @@ def check_decode_attention(device: str, dtype: torch.dtype) -> None:
 
 
 def check_fused_experts(device: str, dtype: torch.dtype) -> None:
-    """The routed experts of a Mixture of Experts for 1 and 9 tokens (4 of 8 experts each, routed with a selection
+    """The routed experts of a Mixture of Experts for 9 and 1 tokens (4 of 8 experts each, routed with a selection
     bias; one expert takes every token, so its run fills more than a block), sizes that are no multiple of the
-    blocks: the grouped matmuls against each slot's expert taken one by one in torch, as transformers' eager
-    experts compute them; the alignment puts every slot once, and each block's slots are its expert's."""
+    blocks, and for 40 tokens with the block sizes a prefill gets: the grouped matmuls against each slot's expert
+    taken one by one in torch, as transformers' eager experts compute them; the alignment puts every slot once,
+    and each block's slots are its expert's."""
     import torch.nn.functional as F
 
     from hymt.engine import kernels
@@ -302,7 +303,8 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
     router = torch.randn(experts, hidden, device=device) / hidden**0.5
     bias = torch.zeros(experts, device=device)
     bias[5] = 2.0  # every token takes expert 5
-    for tokens in (9, 1):
+    small = {"block_m": 16, "block_n": 32, "block_k": 32}
+    for tokens, sizes in ((9, small), (1, small), (40, {})):
         x = torch.randn(tokens, hidden, device=device).to(dtype)
         weights, index = route(x, router, bias, top_k, 2.826)
         slots, block_experts, padded = align_by_expert(index, experts, 8)
@@ -318,7 +320,7 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
                 gate, up = F.linear(x[t : t + 1], gate_up[e]).chunk(2, dim=-1)
                 out = F.linear(F.silu(gate) * up, down[e])
                 want[t] += (out.float() * weights[t, j])[0]
-        got = kernels.fused_experts(x, gate_up, down, index, weights, block_m=16, block_n=32, block_k=32)
+        got = kernels.fused_experts(x, gate_up, down, index, weights, **sizes)
         assert got.dtype == dtype and torch.allclose(got.float(), want, **_tolerance(dtype, scale=4)), tokens
 
 

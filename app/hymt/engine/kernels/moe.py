@@ -43,11 +43,12 @@ if AVAILABLE:
             return tl.load(inputs + cols[None, :], mask=inside, other=0.0)
 
     @triton.jit
-    def _int4_tile(nibbles, scales, minimums, groups, inside, dtype):
-        """A [BLOCK_K, BLOCK_N] tile of 4-bit weights dequantized: q * scale + minimum of each value's group."""
+    def _int4_tile(nibbles, scales, minimums, groups, inside):
+        """A [BLOCK_K, BLOCK_N] tile of 4-bit weights dequantized in float32: q * scale + minimum of each value's
+        group."""
         scale = tl.load(scales + groups, mask=inside, other=0.0).to(tl.float32)
         minimum = tl.load(minimums + groups, mask=inside, other=0.0).to(tl.float32)
-        return (nibbles.to(tl.float32) * scale + minimum).to(dtype)
+        return nibbles.to(tl.float32) * scale + minimum
 
     @triton.jit
     def _expert_gemm(
@@ -105,11 +106,11 @@ if AVAILABLE:
                 inside = (cols < half)[:, None] & (n < N)[None, :]
                 packed = tl.load(weights + cols[:, None], mask=inside, other=0)
                 a = _input_tile(inputs, cols, K, real, GATED)
-                w = _int4_tile(packed & 15, scales, minimums, (cols // GROUP)[:, None], inside, a.dtype)
-                acc = tl.dot(a, w, acc)
+                w = _int4_tile(packed & 15, scales, minimums, (cols // GROUP)[:, None], inside)
+                acc = tl.dot(a, w.to(a.dtype), acc)
                 a = _input_tile(inputs, half + cols, K, real, GATED)
-                w = _int4_tile(packed >> 4, scales, minimums, ((half + cols) // GROUP)[:, None], inside, a.dtype)
-                acc = tl.dot(a, w, acc)
+                w = _int4_tile(packed >> 4, scales, minimums, ((half + cols) // GROUP)[:, None], inside)
+                acc = tl.dot(a, w.to(a.dtype), acc)
         else:
             for first in range(0, K, BLOCK_K):
                 cols = first + k
