@@ -1,13 +1,19 @@
-"""The two chat formats of the family: the 7B models' (Hunyuan-MT-7B, Chimera, HY-MT1.5-7B, Hy-MT2-7B) and the
-1.8B models' (HY-MT1.5-1.8B, Hy-MT2-1.8B), each with its special tokens, its Jinja template (written into test models
-and used where a checkpoint has none or one that renders otherwise) and the rendering of a prompt through the
-checkpoint's own template.
+"""The three chat formats of the family: the 7B models' (Hunyuan-MT-7B, Chimera, HY-MT1.5-7B, Hy-MT2-7B), the
+1.8B models' (HY-MT1.5-1.8B, Hy-MT2-1.8B) and Hy-MT2-30B-A3B's, each with its special tokens, its Jinja template
+(written into test models and used where a checkpoint has none or one that renders otherwise) and the rendering of a
+prompt through the checkpoint's own template.
 
 Both layouts are the official ones of Tencent-Hunyuan/Hy-MT2's train/llama_factory_support/hy_dense_template.py
 ("designed to match the official jinja templates exactly"): the 7B's `<|startoftext|>{user}<|extra_0|>`, the answer
 ending with `<|eos|>`; the 1.8B's `<｜hy_begin▁of▁sentence｜><｜hy_User｜>{user}<｜hy_Assistant｜>`, the answer ending
 with `<｜hy_place▁holder▁no▁2｜>`, a system part `{system}<｜hy_place▁holder▁no▁3｜>` after the first token. The 1.8B
 tokens are full-width bars (U+FF5C) and U+2581: ASCII look-alikes tokenize as text.
+
+Hy-MT2-30B-A3B's layout is Tencent's hy_v3_template.py (train/llama_factory_support in the same repository): the
+1.8B's tokens, a reasoning-mode part after the first token (`<｜reasoning_mode｜>reasoning_effort:no_think`, the
+effort as text), the answer opened by `<｜hy_Assistant｜><think></think>` (an empty thought: translation runs without
+reasoning) and ended by `<eos:6124c78e>`, a system part `{system}` before the reasoning mode. Its Jinja template takes
+`reasoning_effort` (no_think by default); hymt passes no_think itself, whatever a checkpoint's default.
 """
 
 from __future__ import annotations
@@ -56,21 +62,48 @@ SMALL_TEMPLATE = (
 # checkpoint's tokenizer by name and from its config, never by number).
 SMALL_VOCAB_SIZE = 120818
 
+# Hy-MT2-30B-A3B's own tokens (ids from its published GGUF: 120025 the stop token, 120029/120030 the think pair,
+# 120044 the reasoning mode), beside the 1.8B's beginning, user and assistant tokens.
+MOE_STOP = "<eos:6124c78e>"
+MOE_REASONING = "<｜reasoning_mode｜>"
+MOE_THINK = "<think>"
+MOE_THINK_END = "</think>"
+MOE_ANSWER = SMALL_ASSISTANT + MOE_THINK + MOE_THINK_END
+MOE_TEMPLATE = (
+    "{{- '" + SMALL_BOS + "' -}}"
+    "{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'] }}{%- endif -%}"
+    "{{- '" + MOE_REASONING + "reasoning_effort:' + (reasoning_effort | default('no_think')) -}}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' -%}"
+    "{{ '" + SMALL_USER + "' + message['content'] }}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{{ '" + MOE_ANSWER + "' + message['content'] + '" + MOE_STOP + "' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '" + MOE_ANSWER + "' }}{%- endif -%}"
+)
+MOE_VOCAB_SIZE = 120832
+
 
 @dataclass(frozen=True)
 class ChatFormat:
-    key: str  # "7b" or "1.8b"
+    key: str  # "7b", "1.8b" or "30b-a3b"
     bos: str
     stop: str  # the token that ends an answer
     pad: str | None  # the padding token by name; None: the tokenizer's pad_token (its name is not published)
     answer_after: str  # what a rendered prompt ends with: the model answers after it
     template: str
     generation_prompt: bool  # whether the template needs add_generation_prompt to open the answer
+    # Variables the template is rendered with (Hy-MT2-30B-A3B's reasoning effort), as (name, value) pairs.
+    template_variables: tuple[tuple[str, str], ...] = ()
 
     def render(self, tokenizer, message: str) -> str:
         """The full prompt text for one user message, through the checkpoint's chat template."""
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=self.generation_prompt
+            [{"role": "user", "content": message}],
+            tokenize=False,
+            add_generation_prompt=self.generation_prompt,
+            **dict(self.template_variables),
         )
 
     def renders_officially(self, tokenizer) -> bool:
@@ -100,4 +133,14 @@ SMALL_CHAT = ChatFormat(
     answer_after=SMALL_ASSISTANT,
     template=SMALL_TEMPLATE,
     generation_prompt=True,
+)
+MOE_CHAT = ChatFormat(
+    "30b-a3b",
+    bos=SMALL_BOS,
+    stop=MOE_STOP,
+    pad=None,
+    answer_after=MOE_ANSWER,
+    template=MOE_TEMPLATE,
+    generation_prompt=True,
+    template_variables=(("reasoning_effort", "no_think"),),
 )

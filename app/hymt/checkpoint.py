@@ -12,12 +12,12 @@ from pathlib import Path
 
 from . import fp8_checkpoint
 from .errors import ModelLoadError
-from .family import check_supported
+from .family import MOE_MODEL_TYPE
 
 log = logging.getLogger("hymt.checkpoint")
 
-SUPPORTED_MODEL_TYPES = ("hunyuan_v1_dense",)
-MOE_MODEL_TYPE = "hy_v3"  # Hy-MT2-30B-A3B's architecture, a Mixture of Experts
+# The dense models' architecture, and Hy-MT2-30B-A3B's (a Mixture of Experts).
+SUPPORTED_MODEL_TYPES = ("hunyuan_v1_dense", MOE_MODEL_TYPE)
 
 
 def resolve_checkpoint(model: str) -> Path:
@@ -33,7 +33,6 @@ def resolve_checkpoint(model: str) -> Path:
         return path
     if model.startswith((".", "/", "~")) or exists:
         raise ModelLoadError(f"model directory {model} does not exist")
-    check_supported(model)  # before a download of tens of gigabytes that would be refused
     try:
         from huggingface_hub import snapshot_download
 
@@ -122,11 +121,6 @@ def load_config(checkpoint: Path):
         config = AutoConfig.from_pretrained(checkpoint)
     except Exception as exc:  # noqa: BLE001 - an unreadable config is one user-facing error
         raise ModelLoadError(f"cannot read {checkpoint}/config.json: {exc}") from None
-    if config.model_type == MOE_MODEL_TYPE:
-        raise ModelLoadError(
-            f"{checkpoint} holds Hy-MT2-30B-A3B ({MOE_MODEL_TYPE}, a Mixture of Experts), which hymt "
-            "does not serve: use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B"
-        )
     if config.model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelLoadError(
             f"{checkpoint} holds a {config.model_type!r} model; hymt serves the Hunyuan-MT family "

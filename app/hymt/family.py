@@ -1,13 +1,14 @@
 """Which model of the Hunyuan-MT family a checkpoint holds: Hunyuan-MT-7B, Hunyuan-MT-Chimera-7B, HY-MT1.5-7B,
-HY-MT1.5-1.8B, Hy-MT2-7B or Hy-MT2-1.8B.
+HY-MT1.5-1.8B, Hy-MT2-7B, Hy-MT2-1.8B or Hy-MT2-30B-A3B.
 
 The 7B models share one architecture, vocabulary and chat template, and so do the two 1.8B models, so the config's
 numbers cannot tell the members of a size apart. The name can: the `_name_or_path` that transformers writes into
 config.json and tokenizer_config.json when a checkpoint is saved, then the checkpoint's own path (a hub cache
 directory is named after its repository, and people keep checkpoints in directories named after the model).
-HYMT_MODEL_FAMILY overrides all of it. Where a name gives the model but the config's vocabulary says the other size,
-the config wins. A checkpoint no signal names is served as Hunyuan-MT-7B (HY-MT1.5-1.8B with the 1.8B vocabulary),
-and /health says that this was assumed. Hy-MT2-30B-A3B, a Mixture of Experts, is refused by name.
+HYMT_MODEL_FAMILY overrides all of it. Where a name gives the model but the config says another size (the 1.8B
+vocabulary, or hy_v3, the architecture of Hy-MT2-30B-A3B, a Mixture of Experts), the config wins. A checkpoint no
+signal names is served as Hunyuan-MT-7B (HY-MT1.5-1.8B with the 1.8B vocabulary, Hy-MT2-30B-A3B with hy_v3), and
+/health says that this was assumed.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chat import SEVEN_B_CHAT, SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat
-from .errors import ConfigError, ModelLoadError
+from .chat import MOE_CHAT, SEVEN_B_CHAT, SMALL_CHAT, SMALL_VOCAB_SIZE, ChatFormat
+from .errors import ConfigError
 
 log = logging.getLogger("hymt.family")
 
@@ -34,7 +35,7 @@ class Family:
     key: str  # the value of HYMT_MODEL_FAMILY
     name: str  # the model's own name, shown on the page, /health and /v1/models
     line: str  # the release its prompts come from: "hunyuan-mt", "chimera", "hy-mt1.5" or "hy-mt2"
-    chat: ChatFormat  # the tokenizer's chat template and special tokens (7B or 1.8B)
+    chat: ChatFormat  # the tokenizer's chat template and special tokens (7B, 1.8B or 30B-A3B)
     license: str
     terminology: bool  # an official terminology prompt
     context: bool  # an official contextual-translation prompt
@@ -44,6 +45,11 @@ class Family:
     background: bool = False  # an official background prompt (request option `background`)
     # The recommended output cap (Hy-MT2's README: max_tokens 4096); None where none is published.
     max_new_tokens: int | None = None
+
+    @property
+    def size(self) -> str:
+        """The size, "7b", "1.8b" or "30b-a3b": each has its own chat format."""
+        return self.chat.key
 
     @property
     def small(self) -> bool:
@@ -123,7 +129,23 @@ HY_MT2_1_8B = Family(
     background=True,
     max_new_tokens=4096,
 )
-FAMILIES = {f.key: f for f in (HUNYUAN_MT_7B, CHIMERA_7B, HY_MT15_7B, HY_MT15_1_8B, HY_MT2_7B, HY_MT2_1_8B)}
+# The Mixture of Experts (hy_v3): Hy-MT2's prompts (its README gives one table for every size) and output cap.
+HY_MT2_30B_A3B = Family(
+    "hy-mt2-30b-a3b",
+    "Hy-MT2-30B-A3B",
+    "hy-mt2",
+    MOE_CHAT,
+    APACHE_LICENSE,
+    terminology=True,
+    context=False,
+    fusion=False,
+    style=True,
+    background=True,
+    max_new_tokens=4096,
+)
+FAMILIES = {
+    f.key: f for f in (HUNYUAN_MT_7B, CHIMERA_7B, HY_MT15_7B, HY_MT15_1_8B, HY_MT2_7B, HY_MT2_1_8B, HY_MT2_30B_A3B)
+}
 FAMILY_CHOICES = ("auto", *FAMILIES)
 
 _HY_MT2 = re.compile(r"hy[-_ ]?mt[-_ ]?2(?![\d.])", re.I)
@@ -136,6 +158,7 @@ _LINES = (
 )
 _SMALL = re.compile(r"1[._]8b", re.I)
 _MOE = re.compile(r"30b[-_ ]?a3b", re.I)
+MOE_MODEL_TYPE = "hy_v3"  # the architecture of Hy-MT2-30B-A3B (transformers' HYV3ForCausalLM)
 
 
 @dataclass(frozen=True)
@@ -159,29 +182,35 @@ class Identified:
         }
 
 
-def member(line: str, small: bool) -> Family | None:
-    """The model of a release at a size (None where the release has none: Hunyuan-MT has no 1.8B)."""
-    return next((f for f in FAMILIES.values() if f.line == line and f.small == small), None)
+def member(line: str, size: str) -> Family | None:
+    """The model of a release at a size (None where the release has none: Hunyuan-MT has no 1.8B, only Hy-MT2 has a
+    30B-A3B)."""
+    return next((f for f in FAMILIES.values() if f.line == line and f.size == size), None)
 
 
-def from_name(text: str, small: bool | None = None) -> Family | None:
-    """The model a name gives; `small` (the config's size, when known) decides the size over the name's.
-    Hy-MT2-30B-A3B is refused here, before anything is downloaded or loaded."""
-    check_supported(text)
+def from_name(text: str, size: str | None = None) -> Family | None:
+    """The model a name gives; `size` (the config's, when known) decides the size over the name's."""
     for pattern, line in _LINES:
         if pattern.search(text):
-            named_small = bool(_SMALL.search(text))
-            return member(line, named_small if small is None else small)
+            return member(line, size or _named_size(text))
     return None
 
 
-def check_supported(name: str) -> None:
-    """Refuses a name that says Hy-MT2-30B-A3B (a path elsewhere that merely mentions 30B-A3B is not refused)."""
-    if _MOE.search(name) and _HY_MT2.search(name):
-        raise ModelLoadError(
-            f"{name} is Hy-MT2-30B-A3B, a Mixture of Experts (hy_v3), which hymt does not serve: "
-            "use Hy-MT2-7B (close to it in the published evaluation) or Hy-MT2-1.8B"
-        )
+def _named_size(text: str) -> str:
+    if _MOE.search(text):
+        return MOE_CHAT.key
+    return SMALL_CHAT.key if _SMALL.search(text) else SEVEN_B_CHAT.key
+
+
+def config_size(config: dict) -> str | None:
+    """The size a config.json says: its architecture (hy_v3: the 30B-A3B) or its vocabulary (the 1.8B's); None
+    where it says nothing (an empty or unreadable config)."""
+    if config.get("model_type") == MOE_MODEL_TYPE:
+        return MOE_CHAT.key
+    vocab = config.get("vocab_size")
+    if not isinstance(vocab, int):
+        return None
+    return SMALL_CHAT.key if vocab == SMALL_VOCAB_SIZE else SEVEN_B_CHAT.key
 
 
 def _saved_config(checkpoint: Path, filename: str) -> dict:
@@ -209,8 +238,7 @@ def identify(checkpoint: Path, override: str = "auto") -> Identified:
     if override != "auto":
         return Identified(FAMILIES[override], "HYMT_MODEL_FAMILY")
     config = _saved_config(checkpoint, "config.json")
-    vocab = config.get("vocab_size")
-    small = vocab == SMALL_VOCAB_SIZE if isinstance(vocab, int) else None
+    size = config_size(config)
     # The path from its innermost directory outwards: the directory named after the model wins over its parents.
     signals = [
         ("config.json", _saved_name(config)),
@@ -218,10 +246,10 @@ def identify(checkpoint: Path, override: str = "auto") -> Identified:
         *(("path", part) for part in reversed(checkpoint.resolve().parts)),
     ]
     for source, text in signals:
-        family = from_name(text, small) if text else None
+        family = from_name(text, size) if text else None
         if family is not None:
             return Identified(family, source)
-    assumed = HY_MT15_1_8B if small else HUNYUAN_MT_7B
+    assumed = {SMALL_CHAT.key: HY_MT15_1_8B, MOE_CHAT.key: HY_MT2_30B_A3B}.get(size or "", HUNYUAN_MT_7B)
     log.warning(
         "cannot tell which Hunyuan-MT model %s holds; serving it as %s (set HYMT_MODEL_FAMILY to say)",
         checkpoint,

@@ -1,6 +1,10 @@
-"""`hymt make-test-model`: a tiny random-weight HunYuanDenseV1ForCausalLM of one model of the family, with its real
-vocabulary size, special tokens and ids, chat template and embedding tying, saved in Hugging Face format so it loads
-through exactly the real model's code path; with `fp8`, in the layout of Tencent's FP8 checkpoints."""
+"""`hymt make-test-model`: a tiny random-weight model of one model of the family (HunYuanDenseV1ForCausalLM, or
+HYV3ForCausalLM for Hy-MT2-30B-A3B), with its real vocabulary size, special tokens and ids, chat template and
+embedding tying, saved in Hugging Face format so it loads through exactly the real model's code path. transformers
+saves the Mixture of Experts in the published checkpoint's layout (each expert's projections apart, the router under
+`mlp.router.gate`, the selection bias as `mlp.expert_bias`, the shared expert as `mlp.shared_mlp`), so loading it
+goes through the same conversion as the real one. With `fp8` (a dense model), in the layout of Tencent's FP8
+checkpoints."""
 
 from __future__ import annotations
 
@@ -11,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from .chat import (
+    MOE_CHAT,
+    MOE_REASONING,
+    MOE_STOP,
+    MOE_THINK,
+    MOE_THINK_END,
+    MOE_VOCAB_SIZE,
     SEVEN_B_CHAT,
     SMALL_ASSISTANT,
     SMALL_BOS,
@@ -21,6 +31,7 @@ from .chat import (
     SMALL_VOCAB_SIZE,
     ChatFormat,
 )
+from .errors import ConfigError
 from .family import FAMILIES, HUNYUAN_MT_7B, Family
 from .languages import LANGUAGES
 from .prompts import XX_TEMPLATE, ZH_TEMPLATE
@@ -73,22 +84,17 @@ def _small() -> Vocabulary:
     the special range, and the appliance finds them by name (the chat tokens) or through the tokenizer (pad). The
     config's eod is the stop token: llama.cpp's converter writes eod_token_id as the GGUF's eos, and left out it
     is transformers' default, 3."""
-    special = {
-        SMALL_BOS: 120000,
-        "<｜hy_end▁of▁sentence｜>": 120001,
-        "<｜hy_pad｜>": 120002,
-        SMALL_USER: 120006,
-        SMALL_ASSISTANT: 120007,
-        SMALL_STOP: 120020,
-        SMALL_SYSTEM_END: 120021,
-    }
-    taken = set(special.values())
-    special.update(
+    special = _filled(
         {
-            f"<｜hy_place▁holder▁no▁{i - 120018}｜>" if i >= 120018 else f"<｜hy_reserved▁{i}｜>": i
-            for i in range(120000, SMALL_VOCAB_SIZE)
-            if i not in taken
-        }
+            SMALL_BOS: 120000,
+            "<｜hy_end▁of▁sentence｜>": 120001,
+            "<｜hy_pad｜>": 120002,
+            SMALL_USER: 120006,
+            SMALL_ASSISTANT: 120007,
+            SMALL_STOP: 120020,
+            SMALL_SYSTEM_END: 120021,
+        },
+        SMALL_VOCAB_SIZE,
     )
     return Vocabulary(
         SMALL_CHAT,
@@ -103,7 +109,50 @@ def _small() -> Vocabulary:
     )
 
 
-VOCABULARIES = {v.chat.key: v for v in (_seven_b(), _small())}
+def _moe() -> Vocabulary:
+    """Hy-MT2-30B-A3B's vocabulary: 120,832 entries, its special tokens by the published GGUF's names and ids (the
+    1.8B's beginning, pad, user and assistant ids; its own stop token, think pair and reasoning mode); the config's
+    eod 120026 (the Hugging Face config's, as a third party read it) and sep 120007 (the GGUF's separator)."""
+    special = _filled(
+        {
+            SMALL_BOS: 120000,
+            "<｜hy_end▁of▁sentence｜>": 120001,
+            "<｜hy_▁pad▁｜>": 120002,
+            SMALL_USER: 120006,
+            SMALL_ASSISTANT: 120007,
+            "<｜hy_EOT｜>": 120008,
+            MOE_STOP: 120025,
+            MOE_THINK: 120029,
+            MOE_THINK_END: 120030,
+            MOE_REASONING: 120044,
+        },
+        MOE_VOCAB_SIZE,
+    )
+    return Vocabulary(
+        MOE_CHAT,
+        MOE_VOCAB_SIZE,
+        120000,
+        special,
+        bos_id=120000,
+        eos_id=120025,
+        pad_id=120002,
+        tied_embeddings=False,
+        config={"eod_token_id": 120026, "sep_token_id": 120007},
+    )
+
+
+def _filled(special: dict[str, int], size: int) -> dict[str, int]:
+    """The named special tokens, and the rest of the special range (from 120000) under the published pattern's
+    names (120026 is `<｜hy_place▁holder▁no▁8｜>` in both vocabularies)."""
+    taken = set(special.values())
+    return special | {
+        f"<｜hy_place▁holder▁no▁{i - 120018}｜>" if i >= 120018 else f"<｜hy_reserved▁{i}｜>": i
+        for i in range(120000, size)
+        if i not in taken
+    }
+
+
+VOCABULARIES = {v.chat.key: v for v in (_seven_b(), _small(), _moe())}
 
 # The real checkpoints' fields, with the dimensions shrunk; the 1.8B's four query heads per KV head kept (16 over 4
 # in the real one; the 7B's test model has two, its real one four).
@@ -121,6 +170,40 @@ TINY_CONFIG: dict[str, Any] = dict(
     attention_bias=False,
 )
 _KV_HEADS = {"7b": 2, "1.8b": 1}
+# Hy-MT2-30B-A3B shrunk (hy_v3; NeMo's HyMT2Config gives the real values): layer 0 dense, the others a Mixture of
+# Experts whose routing is not trivial (4 of 8 experts, with a selection bias), a shared expert; eight query heads
+# over one KV head (32 over 4 in the real one), so the queries are wider than the hidden state, as there (4096 from
+# 2048). The keys transformers does not read are the real config's, kept as it has them.
+TINY_MOE_CONFIG: dict[str, Any] = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=3,
+    num_attention_heads=8,
+    num_key_value_heads=1,
+    head_dim=16,
+    num_experts=8,
+    num_experts_per_tok=4,
+    num_shared_experts=1,
+    moe_intermediate_size=32,
+    router_scaling_factor=2.826,
+    enable_moe_fp32_combine=False,
+    max_position_embeddings=32768,
+    rms_norm_eps=1e-5,
+    hidden_act="silu",
+    rope_parameters={"rope_type": "default", "rope_theta": 11158840.0},
+    attention_bias=False,
+    initializer_range=0.02,
+    expert_hidden_dim=32,
+    first_k_dense_replace=1,
+    moe_router_use_sigmoid=True,
+    moe_router_enable_expert_bias=True,
+    route_norm=True,
+    qk_norm=True,
+    enable_lm_head_fp32=True,
+    enable_attention_fp32_softmax=False,
+)
+# The selection bias's spread: about the spread of the tiny router's sigmoid scores, so that it changes some choices.
+_EXPERT_BIAS = 0.05
 
 _SAMPLE_TEXT = [
     "The quick brown fox jumps over the lazy dog. How are you today? I am fine, thank you!",
@@ -178,38 +261,56 @@ def make_test_model(directory: str | Path, seed: int = 0, family: str = HUNYUAN_
     """A tiny model of one model of the family: its vocabulary and template, and its hub id recorded in its
     config; with `fp8`, its projections stored as Tencent's FP8 checkpoints store them (as_published_fp8)."""
     import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, HunYuanDenseV1Config
+    from transformers import AutoModelForCausalLM, GenerationConfig, HunYuanDenseV1Config, HYV3Config
 
     chosen = FAMILIES[family]
-    vocabulary = VOCABULARIES[chosen.chat.key]
+    vocabulary = VOCABULARIES[chosen.size]
+    moe = chosen.size == MOE_CHAT.key
+    if fp8 and moe:
+        raise ConfigError(f"--fp8 writes a dense model in Tencent's FP8 layout; {chosen.name} has no FP8 test model")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     ids: dict[str, Any] = dict(
         bos_token_id=vocabulary.bos_id, eos_token_id=vocabulary.eos_id, pad_token_id=vocabulary.pad_id
     )
-    config = HunYuanDenseV1Config(
-        **{**TINY_CONFIG, "num_key_value_heads": _KV_HEADS[chosen.chat.key]},
+    common = dict(
         **ids,
         **vocabulary.config,
         vocab_size=vocabulary.size,
         tie_word_embeddings=vocabulary.tied_embeddings,
         dtype="bfloat16",
     )
+    config: HYV3Config | HunYuanDenseV1Config
+    if moe:
+        config = HYV3Config(**TINY_MOE_CONFIG, **common)
+    else:
+        config = HunYuanDenseV1Config(**{**TINY_CONFIG, "num_key_value_heads": _KV_HEADS[chosen.size]}, **common)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    if vocabulary.tied_embeddings:
-        # Tied to the output head, random embeddings make the hidden state mostly the token just read, so greedy
-        # decoding repeats the assistant marker (a special token: an empty answer). Drawn smaller, the layers decide.
-        with torch.no_grad():
+    with torch.no_grad():
+        if vocabulary.tied_embeddings:
+            # Tied to the output head, random embeddings make the hidden state mostly the token just read, so greedy
+            # decoding repeats the assistant marker (a special token: an empty answer). Drawn smaller, the layers
+            # decide.
             model.get_input_embeddings().weight.mul_(0.3)
-    model.generation_config = GenerationConfig(
-        **ids,
-        do_sample=True,
-        top_k=20,
-        top_p=0.6,
-        temperature=0.7,
-        repetition_penalty=1.05,
+        for layer in model.model.layers if moe else ():
+            # Drawn where initialisation gives ones: a rotation keeps a vector's length, so with unit weights
+            # normalising before or after the rotary embedding would agree, and a test could not tell the order.
+            for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+                norm.weight.uniform_(0.5, 1.5)
+            if hasattr(layer.mlp, "experts"):
+                # Zeros at initialisation (the bias is learned): drawn, so that it changes which experts are chosen;
+                # in float32, as transformers keeps it.
+                bias = layer.mlp.e_score_correction_bias
+                bias.data = torch.empty(bias.shape, dtype=torch.float32).uniform_(-_EXPERT_BIAS, _EXPERT_BIAS)
+    # The recommended decoding of each model card (Hy-MT2's README: 0.7 and top-p 1.0, no top-k and no repetition
+    # penalty for the 30B-A3B).
+    sampling = (
+        dict(top_k=0, top_p=1.0, temperature=0.7, repetition_penalty=1.0)
+        if moe
+        else dict(top_k=20, top_p=0.6, temperature=0.7, repetition_penalty=1.05)
     )
+    model.generation_config = GenerationConfig(**ids, do_sample=True, **sampling)
     model.save_pretrained(out)
     name_checkpoint(out, chosen)
     if fp8:

@@ -10,8 +10,18 @@ from transformers import AutoTokenizer
 
 from hymt import prompts
 from hymt.engine.sampling_params import Sampling
-from hymt.errors import ConfigError, ModelLoadError
-from hymt.family import CHIMERA_7B, FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT2_7B, HY_MT15_1_8B, HY_MT15_7B, identify
+from hymt.errors import ConfigError
+from hymt.family import (
+    CHIMERA_7B,
+    FAMILIES,
+    HUNYUAN_MT_7B,
+    HY_MT2_1_8B,
+    HY_MT2_7B,
+    HY_MT2_30B_A3B,
+    HY_MT15_1_8B,
+    HY_MT15_7B,
+    identify,
+)
 from hymt.glossary import Term
 from hymt.languages import resolve
 
@@ -49,15 +59,37 @@ def test_the_config_vocabulary_decides_the_size_over_the_name(tmp_path):
     assert identify(unnamed).family is HY_MT15_1_8B and identify(unnamed).source == "assumed"
 
 
-def test_the_mixture_of_experts_is_refused_by_name(tmp_path):
-    moe = tmp_path / "Hy-MT2-30B-A3B"
-    moe.mkdir()
-    with pytest.raises(ModelLoadError, match="Mixture of Experts"):
-        identify(moe)
+def test_the_mixture_of_experts_is_identified_by_name_and_by_its_architecture(tmp_path):
+    """By name before its config is read (a hub cache directory, the FP8 repository's too); by its config's
+    architecture (hy_v3) where nothing names it, or a name says another size; a dense config named 30B-A3B is a
+    dense model."""
+    for name in ("Hy-MT2-30B-A3B", "models--tencent--Hy-MT2-30B-A3B-FP8", "hy_mt2_30b_a3b-gguf"):
+        (tmp_path / name).mkdir()
+        assert identify(tmp_path / name).family is HY_MT2_30B_A3B and identify(tmp_path / name).source == "path"
+    unnamed = tmp_path / "ckpt"
+    unnamed.mkdir()
+    (unnamed / "config.json").write_text('{"model_type": "hy_v3", "vocab_size": 120832}')
+    assert identify(unnamed).family is HY_MT2_30B_A3B and identify(unnamed).source == "assumed"
+    misnamed = tmp_path / "Hy-MT2-7B"
+    misnamed.mkdir()
+    (misnamed / "config.json").write_text('{"model_type": "hy_v3", "vocab_size": 120832}')
+    assert identify(misnamed).family is HY_MT2_30B_A3B and identify(misnamed).source == "path"
+    dense = tmp_path / "dense" / "Hy-MT2-30B-A3B"
+    dense.mkdir(parents=True)
+    (dense / "config.json").write_text('{"model_type": "hunyuan_v1_dense", "vocab_size": 128167}')
+    assert identify(dense).family is HY_MT2_7B
+    assert identify(FAKE, "hy-mt2-30b-a3b").family is HY_MT2_30B_A3B
 
 
 def test_license_and_instructions_are_reported():
     assert identify(FAKE, "hy-mt2-7b").to_json()["license"] == "Apache-2.0"
+    moe = identify(FAKE, "hy-mt2-30b-a3b").to_json()
+    assert (moe["name"], moe["license"], moe["style_prompt"], moe["terminology_prompt"]) == (
+        "Hy-MT2-30B-A3B",
+        "Apache-2.0",
+        True,
+        True,
+    )
     hunyuan = identify(FAKE, "hunyuan-mt-7b").to_json()
     assert "not valid in the EU" in hunyuan["license"] and not hunyuan["style_prompt"]
     assert identify(FAKE, "hy-mt1.5-1.8b").to_json()["background_prompt"] is True
@@ -75,6 +107,12 @@ def test_unknown_checkpoint_is_assumed_and_the_setting_overrides(tmp_path):
 
 SEVEN_B_TURN = "<|startoftext|>{}<|extra_0|>"
 SMALL_TURN = "<｜hy_begin▁of▁sentence｜><｜hy_User｜>{}<｜hy_Assistant｜>"  # full-width bars, U+2581
+# Tencent's hy_v3_template.py, no system message, reasoning off (the HF template's rendering as a third party read it)
+MOE_TURN = (
+    "<｜hy_begin▁of▁sentence｜><｜reasoning_mode｜>reasoning_effort:no_think<｜hy_User｜>{}"
+    "<｜hy_Assistant｜><think></think>"
+)
+TURNS = {"7b": SEVEN_B_TURN, "1.8b": SMALL_TURN, "30b-a3b": MOE_TURN}
 HY_MT15_ZH = "将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nHello."
 HY_MT15_XX = "Translate the following segment into German, without additional explanation.\n\nHello."
 HY_MT2_XX = (
@@ -103,6 +141,8 @@ HY_MT2_XX = (
         (HY_MT2_7B, FR, DE, HY_MT2_XX),
         (HY_MT2_1_8B, EN, ZH, HY_MT15_ZH),
         (HY_MT2_1_8B, FR, DE, HY_MT2_XX),
+        (HY_MT2_30B_A3B, EN, ZH, HY_MT15_ZH),
+        (HY_MT2_30B_A3B, FR, DE, HY_MT2_XX),
     ],
     ids=lambda v: getattr(v, "key", None) or getattr(v, "code", None) or "",
 )
@@ -110,8 +150,7 @@ def test_translation_prompt_of_each_family(family_model, family, source, target,
     tokenizer = AutoTokenizer.from_pretrained(family_model(family.key))
     message = prompts.user_message(source, target, "Hello.", family)
     assert message == expected
-    turn = SMALL_TURN if family.small else SEVEN_B_TURN
-    assert prompts.render(tokenizer, message, family) == turn.format(expected)
+    assert prompts.render(tokenizer, message, family) == TURNS[family.size].format(expected)
 
 
 def test_hy_mt2_terminology_prompts_are_the_official_ones():
@@ -162,6 +201,7 @@ def test_decoding_defaults_are_each_members_published_ones():
     assert {f.key: f.max_new_tokens for f in FAMILIES.values() if f.max_new_tokens} == {
         "hy-mt2-7b": 4096,
         "hy-mt2-1.8b": 4096,
+        "hy-mt2-30b-a3b": 4096,
     }
 
 
@@ -237,14 +277,15 @@ def test_make_test_model_command_makes_each_family(tmp_path):
     import subprocess
     import sys
 
-    made = subprocess.run(
-        [sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "m"), "--family", "hy-mt1.5-1.8b"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert made.returncode == 0, made.stderr
-    assert identify(tmp_path / "m").family is HY_MT15_1_8B
+    for family in (HY_MT15_1_8B, HY_MT2_30B_A3B):
+        made = subprocess.run(
+            [sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / family.key), "--family", family.key],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert made.returncode == 0, made.stderr
+        assert identify(tmp_path / family.key).family is family
     wrong = subprocess.run(
         [sys.executable, "-m", "hymt", "make-test-model", str(tmp_path / "n"), "--family", "hy-mt2"],
         capture_output=True,
@@ -279,4 +320,52 @@ def test_the_small_test_model_has_the_real_vocabulary_tokens_and_tied_embeddings
         tokenize=False,
     ) == (
         "<｜hy_begin▁of▁sentence｜>S<｜hy_place▁holder▁no▁3｜><｜hy_User｜>U<｜hy_Assistant｜>A<｜hy_place▁holder▁no▁2｜>"
+    )
+
+
+def test_the_moe_test_model_has_its_real_tokens_template_and_architecture(family_model):
+    import json
+
+    checkpoint = family_model(HY_MT2_30B_A3B.key)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["architectures"] == ["HYV3ForCausalLM"] and config["tie_word_embeddings"] is False
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"], config["eod_token_id"]) == (
+        120000,
+        120025,
+        120002,
+        120026,
+    )
+    # Routing that is not trivial: 4 of 8 experts; eight query heads over one KV head, wider than the hidden state.
+    assert (config["num_experts"], config["num_experts_per_tok"], config["num_shared_experts"]) == (8, 4, 1)
+    assert config["num_attention_heads"] * config["head_dim"] > config["hidden_size"]
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    assert len(tokenizer) == 120832 and tokenizer.pad_token_id == 120002
+    names = [
+        "<｜hy_begin▁of▁sentence｜>",
+        "<｜hy_User｜>",
+        "<｜hy_Assistant｜>",
+        "<eos:6124c78e>",
+        "<think>",
+        "</think>",
+    ]
+    assert tokenizer.convert_tokens_to_ids([*names, "<｜reasoning_mode｜>", "<｜hy_place▁holder▁no▁8｜>"]) == [
+        120000,
+        120006,
+        120007,
+        120025,
+        120029,
+        120030,
+        120044,
+        120026,
+    ]
+    assert tokenizer.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}],
+        tokenize=False,
+    ) == (
+        "<｜hy_begin▁of▁sentence｜>S<｜reasoning_mode｜>reasoning_effort:no_think<｜hy_User｜>U"
+        "<｜hy_Assistant｜><think></think>A<eos:6124c78e>"
+    )
+    # The reasoning effort is a template variable; hymt renders with no_think whatever a checkpoint's default.
+    assert "reasoning_effort:high" in tokenizer.apply_chat_template(
+        [{"role": "user", "content": "U"}], tokenize=False, reasoning_effort="high"
     )

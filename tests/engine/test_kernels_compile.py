@@ -3,7 +3,7 @@ those of the fp8 tiers for Ada too) by Triton's own compiler, which needs no GPU
 Python, so it takes code the compiler refuses (a constexpr assigned in each pass of a loop ran there and failed on
 the GPU); this finds such code here.
 
-    python tests/engine/test_kernels_compile.py record LAUNCHES.json MODEL_DIR   # with TRITON_INTERPRET=1
+    python tests/engine/test_kernels_compile.py record LAUNCHES.json MODEL_DIR...   # with TRITON_INTERPRET=1
     python tests/engine/test_kernels_compile.py compile LAUNCHES.json
 """
 
@@ -35,9 +35,10 @@ POINTERS = {
 }
 
 
-def record(path: Path, model_dir: str) -> None:
-    """Run every check in the interpreter (float16), writing each launch: the kernel, its positional arguments
-    (a tensor as its pointer type, anything else as its value) and its keywords."""
+def record(path: Path, model_dirs: list[str]) -> None:
+    """Run every check in the interpreter (float16) and the decoding step of each model, writing each launch: the
+    kernel, its positional arguments (a tensor as its pointer type, anything else as its value) and its
+    keywords."""
     import torch
 
     sys.path.insert(0, str(HERE))
@@ -62,7 +63,8 @@ def record(path: Path, model_dir: str) -> None:
     common.launch = launch
     for check in test_kernels.CHECKS.values():
         check("cpu", torch.float16)
-    test_kernels.check_decoding_step("cpu", torch.float16, model_dir)
+    for model_dir in model_dirs:
+        test_kernels.check_decoding_step("cpu", torch.float16, model_dir)
     path.write_text(json.dumps(launches))
 
 
@@ -81,7 +83,7 @@ def compile_all(path: Path) -> int:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from hymt.engine.kernels import attention, layers, matvec, quantize, sampling
+    from hymt.engine.kernels import attention, layers, matvec, moe, quantize, sampling
 
     specs = {json.dumps(spec, sort_keys=True) for spec in json.loads(path.read_text())}
     for text in sorted(specs):
@@ -111,7 +113,7 @@ def compile_all(path: Path) -> int:
                 raise SystemExit(f"{spec['name']} {given} does not compile for sm_{arch}: {exc}") from None
     launched = {
         name
-        for module in (attention, layers, matvec, quantize, sampling)
+        for module in (attention, layers, matvec, moe, quantize, sampling)
         for name, kernel in vars(module).items()
         if isinstance(kernel, triton.runtime.JITFunction)
         and kernel.fn.__module__ == module.__name__
@@ -124,11 +126,14 @@ def compile_all(path: Path) -> int:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
-def test_every_kernel_compiles_for_hopper(test_model, tmp_path):
+def test_every_kernel_compiles_for_hopper(test_model, family_model, tmp_path):
+    """The dense test model's decoding step and Hy-MT2-30B-A3B's (its grouped matmuls at a decoding batch's block
+    sizes) besides the checks."""
     launches = tmp_path / "launches.json"
     env = dict(os.environ, PYTHONPATH=str(APP))
+    moe = family_model("hy-mt2-30b-a3b")
     recorded = subprocess.run(
-        [sys.executable, __file__, "record", str(launches), str(test_model)],
+        [sys.executable, __file__, "record", str(launches), str(test_model), str(moe)],
         env=dict(env, TRITON_INTERPRET="1"),
         capture_output=True,
         text=True,
@@ -144,7 +149,7 @@ def test_every_kernel_compiles_for_hopper(test_model, tmp_path):
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(APP))
     if argv[0] == "record":
-        record(Path(argv[1]), argv[2])
+        record(Path(argv[1]), argv[2:])
     else:
         print(f"compiled {compile_all(Path(argv[1]))} kernel launches for sm_90 (those on e4m3 for sm_89 too)")
     return 0

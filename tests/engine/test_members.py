@@ -12,7 +12,7 @@ import torch
 
 from hymt.engine.sampling_params import Sampling
 from hymt.errors import BadRequest
-from hymt.family import FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B
+from hymt.family import FAMILIES, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT2_30B_A3B
 from hymt.languages import resolve
 from hymt.settings import Settings
 from hymt.translation.jobs import Options
@@ -20,7 +20,7 @@ from hymt.translation.jobs import Options
 GREEDY = Sampling(greedy=True)
 EN, DE = resolve("en"), resolve("de")
 TEXT = "Hello world. How are you?"
-STOP_IDS = {"7b": 127960, "1.8b": 120020}
+STOP_IDS = {"7b": 127960, "1.8b": 120020, "30b-a3b": 120025}
 
 
 def start_translator(checkpoint, **changes):
@@ -56,6 +56,11 @@ def official_prompt(family) -> str:
         )
     else:
         message = f"Translate the following segment into German, without additional explanation.\n\n{TEXT}"
+    if family.size == "30b-a3b":
+        return (
+            "<｜hy_begin▁of▁sentence｜><｜reasoning_mode｜>reasoning_effort:no_think"
+            f"<｜hy_User｜>{message}<｜hy_Assistant｜><think></think>"
+        )
     if family.small:
         return f"<｜hy_begin▁of▁sentence｜><｜hy_User｜>{message}<｜hy_Assistant｜>"
     return f"<|startoftext|>{message}<|extra_0|>"
@@ -66,7 +71,7 @@ def test_each_member_is_served_with_its_prompt_and_stop_token_as_generate_decode
     translator = start_translator(family_model(family.key))
     try:
         loaded = translator.engine.runner.loaded
-        assert translator.family is family and loaded.stop_ids[0] == STOP_IDS[family.chat.key]
+        assert translator.family is family and loaded.stop_ids[0] == STOP_IDS[family.size]
         job = translator.submit([(TEXT, EN)], DE, GREEDY)
         (translated,) = job.wait(120)
         request = job.requests[0]
@@ -77,7 +82,7 @@ def test_each_member_is_served_with_its_prompt_and_stop_token_as_generate_decode
         translator.stop()
 
 
-@pytest.mark.parametrize("key", [HUNYUAN_MT_7B.key, HY_MT2_1_8B.key])
+@pytest.mark.parametrize("key", [HUNYUAN_MT_7B.key, HY_MT2_1_8B.key, HY_MT2_30B_A3B.key])
 def test_the_members_stop_token_ends_a_segment(family_model, tmp_path, key):
     """A copy of the test model whose output row for the stop token is ten times that of the token it would
     choose first: greedy decoding then answers with the stop token at once, and the segment ends empty."""
@@ -93,7 +98,7 @@ def test_the_members_stop_token_ends_a_segment(family_model, tmp_path, key):
     finally:
         translator.stop()
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
-    stop = STOP_IDS[FAMILIES[key].chat.key]
+    stop = STOP_IDS[FAMILIES[key].size]
     with torch.no_grad():
         head = model.get_output_embeddings().weight  # the embeddings themselves where they are tied
         head[stop] = 10 * head[chosen]

@@ -34,6 +34,15 @@ def test_without_gptqmodel_quantize_says_what_to_install(test_model, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_mixture_of_experts_is_refused_before_anything_loads(family_model, tmp_path):
+    result = hymt("quantize", "--model", str(family_model("hy-mt2-30b-a3b")), "--out", str(tmp_path / "q"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert (
+        "is a Mixture of Experts (Hy-MT2-30B-A3B): hymt quantize makes GPTQ checkpoints of the dense" in result.stderr
+    )
+    assert not (tmp_path / "q").exists()
+
+
 def test_calibration_covers_the_minority_languages(test_model):
     from transformers import AutoTokenizer
 

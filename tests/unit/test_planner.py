@@ -13,7 +13,7 @@ from hymt.planner.decision import Decision
 from hymt.planner.fusion import plan_with_fusion
 from hymt.planner.gpu import GIB, simulate
 from hymt.planner.plan import PROMPT_OVERHEAD_TOKENS, plan, segment_kv_tokens
-from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
+from hymt.planner.shapes import HUNYUAN_MT_7B_SHAPE, HY_MT2_30B_A3B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
 from hymt.settings import Settings
 from hymt.tiers import TIERS, TIERS_BY_NAME
 
@@ -244,11 +244,83 @@ def test_a_card_too_small_for_the_7b_names_the_small_models():
     assert tiny.returncode == 1 and "1.8B" not in tiny.stderr
 
 
-def test_the_mixture_of_experts_is_refused_before_planning(tmp_path):
-    result = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-30B-A3B"}, "--gpu-memory-gb", "80")
-    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Mixture of Experts" in result.stderr
-    # A checkpoint on disk under any name: its config's architecture (hy_v3) tells.
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "hy_v3", "architectures": ["HYV3ForCausalLM"]}))
-    result = _profile_cli({}, "--model", str(tmp_path), "--gpu-memory-gb", "80")
-    assert result.returncode == 1 and result.stderr.count("\n") == 1
-    assert "holds Hy-MT2-30B-A3B (hy_v3, a Mixture of Experts), which hymt does not serve" in result.stderr
+def test_the_moe_shape_counts_every_expert_and_is_read_from_its_config():
+    """All 30.06 B parameters in memory (a third party's count of the published checkpoint: 30,064,725,888), the
+    experts 28.4 B of them; its KV cache from 4 KV heads of 128 over 48 layers."""
+    from transformers import HYV3Config
+
+    shape = HY_MT2_30B_A3B_SHAPE
+    assert shape.linear_params + shape.expert_params + shape.other_params == 30_064_725_888
+    assert shape.expert_params == 47 * 128 * 3 * 2048 * 768
+    assert shape.weight_bytes("bf16") / GIB == pytest.approx(56.0, abs=0.01)
+    assert shape.weight_bytes("int4") / GIB == pytest.approx(15.57, abs=0.01)
+    assert shape.kv_bytes_per_token("bf16") == 2 * 48 * 4 * 128 * 2
+    # bitsandbytes quantizes linear layers only: the stacked experts stay 16-bit under NF4.
+    assert shape.weight_bytes("nf4") > 2 * shape.expert_params
+    config = HYV3Config(
+        vocab_size=120832,
+        hidden_size=2048,
+        intermediate_size=6912,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=128,
+        num_experts=128,
+        num_experts_per_tok=8,
+        num_shared_experts=1,
+        moe_intermediate_size=768,
+    )
+    assert ModelShape.from_config(config) == shape
+
+
+@pytest.mark.parametrize(
+    "card_gb,profile", [(20, "int4-int8kv"), (24, "int4"), (48, "int4"), (80, "bf16"), (141, "bf16")]
+)
+def test_the_moe_runs_in_bf16_from_80_gb_and_in_4_bits_below(card_gb, profile):
+    """bf16 where its 56 GiB fit; its experts in 4 bits (15.6 GiB in all) on 24 and 48 GB; a 20 GB card's KV cache
+    in int8 to reach the target."""
+    decision = plan(HY_MT2_30B_A3B_SHAPE, card(card_gb), SETTINGS)
+    assert decision.profile == profile and decision.kv_cache_tokens >= SETTINGS.target_kv_tokens
+    tier = decision.numbers.tiers[profile]
+    assert tier.weight_bytes + tier.transient_bytes + decision.kv_cache_bytes <= card_gb * GIB
+
+
+def test_the_moe_is_refused_below_the_4_bit_profiles_need():
+    with pytest.raises(HymtError, match=r"the smallest profile \(int4-int8kv\) needs about 18.2 GiB"):
+        plan(HY_MT2_30B_A3B_SHAPE, card(16), SETTINGS)
+    # Before Ampere the 4-bit profiles do not run, and NF4 leaves the experts 16-bit: nothing below 80 GB.
+    with pytest.raises(HymtError, match="does not fit in 48.0 GiB"):
+        plan(HY_MT2_30B_A3B_SHAPE, card(48, (7, 5)), SETTINGS)
+
+
+def test_profile_command_plans_the_moe_and_refuses_a_small_card_naming_the_smaller_models(tmp_path):
+    result = _profile_cli({}, "--family", "hy-mt2-30b-a3b", "--gpu-memory-gb", "80")
+    assert result.returncode == 0, result.stderr
+    decision = json.loads(result.stdout)
+    assert decision["profile"] == "bf16"
+    assert decision["numbers"]["shape_source"] == "built-in Hy-MT2-30B-A3B shape (no checkpoint on disk)"
+    refused = _profile_cli({"HYMT_MODEL": "tencent/Hy-MT2-30B-A3B"}, "--gpu-memory-gb", "16")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert (
+        "set HYMT_MODEL to tencent/Hy-MT2-7B (next to it in the published evaluation; it fits here as int4) or "
+        "tencent/Hy-MT2-1.8B (it fits here as bf16)" in refused.stderr
+    )
+    # A checkpoint on disk under any name is planned from its config: with half the experts, bf16 fits 48 GB.
+    published = dict(
+        model_type="hy_v3",
+        vocab_size=120832,
+        hidden_size=2048,
+        intermediate_size=6912,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=128,
+        num_experts_per_tok=8,
+        num_shared_experts=1,
+        moe_intermediate_size=768,
+    )
+    (tmp_path / "config.json").write_text(json.dumps({**published, "num_experts": 64}))
+    on_disk = _profile_cli({}, "--model", str(tmp_path), "--gpu-memory-gb", "48")
+    assert on_disk.returncode == 0, on_disk.stderr
+    decision = json.loads(on_disk.stdout)
+    assert decision["profile"] == "bf16" and decision["numbers"]["shape_source"] == str(tmp_path / "config.json")

@@ -14,6 +14,10 @@ The element-wise pieces (RMSNorm, rotary embedding with the Q/K norms, SiLU gate
 transformers' own arithmetic; on a GPU they are compiled with torch.compile, which fuses each into one kernel.
 Where Triton is present on a GPU (engine/kernels/), the rotary embedding, the Q/K norms and the arena write are
 one kernel per layer, for a decoding batch together with its attention (reading an INT8 arena as stored).
+
+Two architectures: the dense Hunyuan models (HunYuanDenseV1: Q/K norms `query_layernorm`/`key_layernorm`, after the
+rotary embedding) and hy_v3 (Hy-MT2-30B-A3B: `q_norm`/`k_norm` before it; its first layer a dense MLP, the others a
+Mixture of Experts, moe.py).
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..family import MOE_MODEL_TYPE
 from . import fp8, kernels
 from .kvcache import KVArena
+from .moe import MoE, is_moe
 
 
 @dataclass
@@ -83,12 +89,39 @@ def rope_qk_norm(
     k_weight: torch.Tensor,
     eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q [T, heads, D], k [T, kv_heads, D], cos/sin [T, D]: rotary embedding, then the per-head RMSNorm (Hunyuan
-    normalises after rotating)."""
+    """q [T, heads, D], k [T, kv_heads, D], cos/sin [T, D]: rotary embedding, then the per-head RMSNorm (the dense
+    Hunyuan models normalise after rotating)."""
     cos, sin = cos[:, None, :], sin[:, None, :]
     q = q * cos + _rotate_half(q) * sin
     k = k * cos + _rotate_half(k) * sin
     return rms_norm(q, q_weight, eps), rms_norm(k, k_weight, eps)
+
+
+def qk_norm_rope(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """As rope_qk_norm in hy_v3's order: the per-head RMSNorm, then the rotary embedding."""
+    q, k = rms_norm(q, q_weight, eps), rms_norm(k, k_weight, eps)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+def qk_norms(attn) -> tuple[torch.Tensor, torch.Tensor]:
+    """An attention module's per-head Q and K norm weights, under either architecture's names."""
+    if hasattr(attn, "q_norm"):
+        return attn.q_norm.weight, attn.k_norm.weight
+    return attn.query_layernorm.weight, attn.key_layernorm.weight
+
+
+def dense_mlp(mlp):
+    """A layer's dense MLP: itself, or a Mixture of Experts' shared expert."""
+    return mlp.shared_experts if is_moe(mlp) else mlp
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -109,6 +142,8 @@ class Decoder:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
         self.eps = config.rms_norm_eps
         self.scale = self.head_dim**-0.5
+        self.norm_first = config.model_type == MOE_MODEL_TYPE  # hy_v3 normalises q and k before rotating them
+        self.moe = MoE(config) if any(is_moe(layer.mlp) for layer in self.layers) else None
         self.qkv_sizes = [self.num_heads * self.head_dim] + [self.num_kv_heads * self.head_dim] * 2
         self.device = self.embed.weight.device
         self.dtype = self.embed.weight.dtype
@@ -125,7 +160,7 @@ class Decoder:
         if compiled:  # one call each, so that each keeps its function's signature for mypy
             self.rms_norm = torch.compile(rms_norm, dynamic=True)
             self.add_rms_norm = torch.compile(add_rms_norm, dynamic=True)
-            self.rope_qk_norm = torch.compile(rope_qk_norm, dynamic=True)
+            self.rope_qk_norm = torch.compile(qk_norm_rope if self.norm_first else rope_qk_norm, dynamic=True)
             self.silu_mul = torch.compile(silu_mul, dynamic=True)
             arena.compile()
         self.kernels = kernels.AVAILABLE and self.device.type == "cuda"
@@ -136,7 +171,9 @@ class Decoder:
         # Weight shape -> (matvec configuration, its us, cuBLAS's us) where the Triton matvec wins at one row; the
         # down projection's gated where it reads the gate/up output as it comes.
         gated = frozenset(
-            tuple(layer.mlp.down_proj.weight.shape) for layer in self.layers if hasattr(layer.mlp, "gate_up_proj")
+            tuple(dense_mlp(layer.mlp).down_proj.weight.shape)
+            for layer in self.layers
+            if hasattr(dense_mlp(layer.mlp), "gate_up_proj")
         )
         self.matvec = (
             kernels.tune_matvec([m.weight for m in self._linears()], gated, self.silu_mul) if self.kernels else {}
@@ -150,7 +187,7 @@ class Decoder:
         self.rms_norm, self.add_rms_norm, self.rope_qk_norm, self.silu_mul = (
             rms_norm,
             add_rms_norm,
-            rope_qk_norm,
+            qk_norm_rope if self.norm_first else rope_qk_norm,
             silu_mul,
         )
         self.arena.uncompile()
@@ -172,6 +209,7 @@ class Decoder:
             attn, mlp = layer.self_attn, layer.mlp
             q, k, v = self._qkv(attn, x)
             if decoding and self.kernels:  # rotation, norms, the arena's write and the attention: one kernel
+                q_weight, k_weight = qk_norms(attn)
                 out = kernels.decode_attention(
                     q,
                     k,
@@ -179,14 +217,15 @@ class Decoder:
                     self.cos,
                     self.sin,
                     batch.positions,
-                    attn.query_layernorm.weight,
-                    attn.key_layernorm.weight,
+                    q_weight,
+                    k_weight,
                     self.eps,
                     *self.arena.storage(i),
                     batch.kv_starts,
                     batch.kv_lengths,
                     self.scale,
                     self.arrived,
+                    norm_first=self.norm_first,
                 )
             else:
                 q = self._rotate_and_store(i, attn, q, k, v, batch, cos, sin)
@@ -200,7 +239,7 @@ class Decoder:
             # The next layer's input norm rides with the sum; after the last layer, the final norm (over every
             # token: a norm is per token, and a decoding batch wants the logits of all of them, so no gather).
             norm = self.layers[i + 1].input_layernorm if i < last else self.norm
-            hidden, x = add_rms_norm(hidden, self._mlp(mlp, x), norm.weight, self.eps)
+            hidden, x = add_rms_norm(hidden, self._feed_forward(mlp, x), norm.weight, self.eps)
         return self._linear(self.lm_head, x if decoding else x[batch.logits_index])
 
     def _rotate_and_store(
@@ -216,6 +255,7 @@ class Decoder:
     ) -> torch.Tensor:
         """The rotated, normalised queries [T, heads, D]; the keys (rotated, normalised) and values written to the
         arena at batch.write_index."""
+        q_weight, k_weight = qk_norms(attn)
         if self.kernels:
             return kernels.rope_norm_store(
                 q,
@@ -225,17 +265,18 @@ class Decoder:
                 self.sin,
                 batch.positions,
                 batch.write_index,
-                attn.query_layernorm.weight,
-                attn.key_layernorm.weight,
+                q_weight,
+                k_weight,
                 self.eps,
                 *self.arena.storage(layer),
+                norm_first=self.norm_first,
             )
         assert cos is not None and sin is not None  # forward gathers them wherever the kernels do not rotate
         tokens = q.shape[0]
         q = q.view(tokens, self.num_heads, self.head_dim)
         k = k.view(tokens, self.num_kv_heads, self.head_dim)
         v = v.view(tokens, self.num_kv_heads, self.head_dim)
-        q, k = self.rope_qk_norm(q, k, cos, sin, attn.query_layernorm.weight, attn.key_layernorm.weight, self.eps)
+        q, k = self.rope_qk_norm(q, k, cos, sin, q_weight, k_weight, self.eps)
         self.arena.write(layer, batch.write_index, k, v)
         return q
 
@@ -243,7 +284,7 @@ class Decoder:
         """The plain 16-bit linear layers one decoding step runs (fused where fused), the head included."""
         modules = [self.lm_head]
         for layer in self.layers:
-            attn, mlp = layer.self_attn, layer.mlp
+            attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
             modules += [getattr(attn, "qkv_proj", None), attn.o_proj, getattr(mlp, "gate_up_proj", None), mlp.down_proj]
         return [m for m in modules if type(m) is torch.nn.Linear and m.weight.dtype in (torch.bfloat16, torch.float16)]
 
@@ -266,6 +307,13 @@ class Decoder:
         if hasattr(attn, "qkv_proj"):
             return self._linear(attn.qkv_proj, x).split(self.qkv_sizes, dim=-1)
         return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+
+    def _feed_forward(self, mlp, x: torch.Tensor) -> torch.Tensor:
+        """A layer's MLP: dense, or a Mixture of Experts (its routed experts through the Triton kernels wherever the
+        other kernels run)."""
+        if self.moe is not None and is_moe(mlp):
+            return self.moe.forward(mlp, x, self._mlp, fused=self.kernels)
+        return self._mlp(mlp, x)
 
     def _mlp(self, mlp, x: torch.Tensor) -> torch.Tensor:
         """down(SiLU(gate(x)) * up(x)), gate and up as one matmul where fused; at one row the down projection may

@@ -11,7 +11,9 @@
   checkpoint is read into the computer's memory in bf16 and quantized one layer at a time on the GPU, so the 16-bit
   weights never need to fit on the card. The output head goes to 8 bits per weight (groups of 128, as llama.cpp's
   Q4_K_M keeps its head in 6 bits): read at every step, in bf16 it was a tenth of the 4-bit step (1 GB of 128,167 x
-  4096 weights, 0.33 ms on the H200).
+  4096 weights, 0.33 ms on the H200). A Mixture of Experts' routed experts go to 4 bits of hymt's own format
+  (experts_int4.py, read by the grouped matmul of kernels/moe.py), a few experts at a time on the GPU; its shared
+  experts and dense first layer are linear layers like any other.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import time
 import torch
 
 from ..errors import ModelLoadError
+from .experts_int4 import Int4Experts
+from .model import dense_mlp
+from .moe import is_moe
 
 log = logging.getLogger("hymt.weights")
 
@@ -36,9 +41,10 @@ def _layers(model):
 
 def fuse(model) -> bool:
     """Fuse each layer's projections in place where they are plain 16-bit linear layers; False where they are not
-    (quantized or wrapped layers keep their own modules)."""
+    (quantized or wrapped layers keep their own modules). A Mixture of Experts' shared expert is fused as a dense
+    MLP is; its routed experts are stacked already (gate and up in one matrix per expert)."""
     for layer in _layers(model):
-        attn, mlp = layer.self_attn, layer.mlp
+        attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
         if hasattr(attn, "qkv_proj"):  # fused already (int4 quantizes the fused matrices)
             return False
         groups = ((attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")), (mlp, "gate_up_proj", ("gate_proj", "up_proj")))
@@ -104,9 +110,9 @@ class Int8Head(torch.nn.Module):
 
 
 def quantize_int4(model, device: torch.device) -> None:
-    """Replace each layer's projections (fused) by 4-bit humming layers on `device`; the model's other weights stay
-    where they are (the caller moves them). Raises ModelLoadError when humming-kernels is missing or its kernels
-    cannot be built on this GPU."""
+    """Replace each layer's projections (fused) by 4-bit humming layers on `device`, and a Mixture of Experts'
+    routed experts by 4-bit ones there (Int4Experts); the model's other weights stay where they are (the caller
+    moves them). Raises ModelLoadError when humming-kernels is missing or its kernels cannot be built on this GPU."""
     missing = int4_unavailable()
     if missing:
         raise ModelLoadError(missing)
@@ -117,7 +123,11 @@ def quantize_int4(model, device: torch.device) -> None:
     base.lm_head = _built(Int8Head, base.lm_head.weight.data, device)
     torch.cuda.empty_cache()
     for layer in _layers(model):
-        attn, mlp = layer.self_attn, layer.mlp
+        attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
+        if is_moe(layer.mlp):
+            experts = layer.mlp.experts
+            layer.mlp.experts = _built(Int4Experts, experts.gate_up_proj.data, experts.down_proj.data, device)
+            del experts
         for owner, fused_name, names in (
             (attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
             (mlp, "gate_up_proj", ("gate_proj", "up_proj")),
@@ -131,7 +141,8 @@ def quantize_int4(model, device: torch.device) -> None:
                 delattr(owner, name)
             setattr(owner, fused_name, quantized)
     log.info(
-        "quantized the projections to int4 and the head to int8 (humming) in %.1f s", time.perf_counter() - started
+        "quantized the projections (and any experts) to int4 and the head to int8 in %.1f s",
+        time.perf_counter() - started,
     )
 
 

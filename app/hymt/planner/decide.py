@@ -13,13 +13,30 @@ from pathlib import Path
 
 from ..checkpoint import load_config
 from ..errors import ConfigError, HymtError
-from ..family import CHIMERA_7B, HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT15_1_8B, Family, from_name, identify
+from ..family import (
+    CHIMERA_7B,
+    HUNYUAN_MT_7B,
+    HY_MT2_1_8B,
+    HY_MT2_7B,
+    HY_MT2_30B_A3B,
+    HY_MT15_1_8B,
+    Family,
+    from_name,
+    identify,
+)
 from ..settings import Settings
 from .decision import Decision, FusionPlan
 from .fusion import plan_with_fusion
 from .gpu import GpuMemory, visible_gpu
 from .plan import plan
-from .shapes import HUNYUAN_MT_7B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
+from .shapes import HUNYUAN_MT_7B_SHAPE, HY_MT2_30B_A3B_SHAPE, HY_MT_1_8B_SHAPE, ModelShape
+
+# Each size's published shape, planned before its checkpoint is on disk.
+BUILT_IN_SHAPES = {
+    HUNYUAN_MT_7B.size: HUNYUAN_MT_7B_SHAPE,
+    HY_MT2_1_8B.size: HY_MT_1_8B_SHAPE,
+    HY_MT2_30B_A3B.size: HY_MT2_30B_A3B_SHAPE,
+}
 
 log = logging.getLogger("hymt.planning")
 
@@ -30,8 +47,7 @@ def checkpoint_shape(model: str, family: Family | None = None) -> tuple[ModelSha
     path = Path(model).expanduser()
     if not path.is_dir():
         family = family or HUNYUAN_MT_7B
-        shape = HY_MT_1_8B_SHAPE if family.small else HUNYUAN_MT_7B_SHAPE
-        return shape, f"built-in {family.name} shape (no checkpoint on disk)"
+        return BUILT_IN_SHAPES[family.size], f"built-in {family.name} shape (no checkpoint on disk)"
     return ModelShape.from_config(load_config(path)), str(path / "config.json")
 
 
@@ -63,15 +79,27 @@ def decision_for(settings: Settings) -> Decision:
                 FusionPlan("off", reason="no fusion model: set HYMT_FUSION_MODEL to a Hunyuan-MT-Chimera-7B checkpoint")
             )
     except HymtError as exc:
-        raise _naming_the_small_models(exc, shape, gpu, settings) from None
+        raise _naming_smaller_models(exc, shape, gpu, settings) from None
     return dataclasses.replace(decision, numbers=dataclasses.replace(decision.numbers, shape_source=source))
 
 
-def _naming_the_small_models(
+def _naming_smaller_models(
     refused: HymtError, shape: ModelShape, gpu: GpuMemory | None, settings: Settings
 ) -> HymtError:
-    """A larger model refused for want of memory: the refusal names the 1.8B models when their shape fits."""
-    if refused.error_type != "does_not_fit" or shape.weight_bytes("bf16") <= HY_MT_1_8B_SHAPE.weight_bytes("bf16"):
+    """A larger model refused for want of memory: the refusal names the smaller ones that fit. A Mixture of Experts
+    names Hy-MT2-7B (next to it in the published evaluation) and Hy-MT2-1.8B; a 7B model the 1.8B models."""
+    if refused.error_type != "does_not_fit":
+        return refused
+    if shape.num_experts:
+        return HymtError(
+            f"{refused.message}; the smaller Hy-MT2 models, {HY_MT2_7B.license} as well: set HYMT_MODEL to "
+            f"tencent/{HY_MT2_7B.name} (next to it in the published evaluation; "
+            f"{_fitting(HUNYUAN_MT_7B_SHAPE, gpu, settings)}) or tencent/{HY_MT2_1_8B.name} "
+            f"({_fitting(HY_MT_1_8B_SHAPE, gpu, settings)})",
+            error_type="does_not_fit",
+            status=refused.status,
+        )
+    if shape.weight_bytes("bf16") <= HY_MT_1_8B_SHAPE.weight_bytes("bf16"):
         return refused
     try:
         small = plan(HY_MT_1_8B_SHAPE, gpu, settings)
@@ -91,3 +119,11 @@ def _family(settings: Settings) -> Family | None:
     if path.is_dir() or settings.model_family != "auto":
         return identify(path, settings.model_family).family
     return from_name(settings.model)
+
+
+def _fitting(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> str:
+    """What a refusal says of a smaller model: the profile it gets on this card, or that it does not fit."""
+    try:
+        return f"it fits here as {plan(shape, gpu, settings).profile}"
+    except HymtError:
+        return "it does not fit here either"

@@ -129,7 +129,7 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
     smallest = min(candidates, key=lambda t: _need_gib(shape, t, settings, seq_tokens))
     raise HymtError(
         f"the model does not fit in {gib:.1f} GiB of free GPU memory: the smallest profile "
-        f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB",
+        f"({smallest.name}) needs about {_need_gib(shape, smallest, settings, seq_tokens):.1f} GiB{note}",
         error_type="does_not_fit",
     )
 

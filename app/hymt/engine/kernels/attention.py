@@ -62,6 +62,7 @@ if AVAILABLE:
         BLOCK_N: tl.constexpr,
         SPLITS: tl.constexpr,
         QUANT: tl.constexpr,
+        NORM_FIRST: tl.constexpr,
         PDL: tl.constexpr,
     ):
         wait_for_inputs(PDL)
@@ -85,8 +86,10 @@ if AVAILABLE:
             cos,
             sin,
             tl.load(QWeight + d),
+            tl.load(QWeight + swapped),
             eps,
             D,
+            NORM_FIRST,
         )
         m = tl.full([BLOCK_G], float("-inf"), tl.float32)
         total = tl.zeros([BLOCK_G], tl.float32)
@@ -115,7 +118,15 @@ if AVAILABLE:
         if part == SPLITS - 1:  # the new token: stored at its row, and attended to from here, as the arena holds it
             k_row = K + seg * stride_k + kv_head * D
             key = rope_norm(
-                tl.load(k_row + d)[None, :], tl.load(k_row + swapped)[None, :], cos, sin, tl.load(KWeight + d), eps, D
+                tl.load(k_row + d)[None, :],
+                tl.load(k_row + swapped)[None, :],
+                cos,
+                sin,
+                tl.load(KWeight + d),
+                tl.load(KWeight + swapped),
+                eps,
+                D,
+                NORM_FIRST,
             )
             value = tl.load(V + seg * stride_v + kv_head * D + d)[None, :]
             key, value, key_scale, value_scale = store_kv(
@@ -197,13 +208,15 @@ def decode_attention(
     scale: float,
     arrived: torch.Tensor,
     splits: int | None = None,
+    norm_first: bool = False,
 ) -> torch.Tensor:
     """A decoding step's attention for n segments: their new token's q [n, heads * D], k and v [n, kv_heads * D]
     (row-strided views are fine) at `positions` [n], rotated and normalised with cos/sin [positions, D] and the
     norm weights; its key and value stored at row start + length - 1 of the layer's arena `keys`/`values`
     [tokens, kv_heads, D] (int8 with scales [tokens, kv_heads, 1] where given); the attention [n, heads, D] over
-    rows start .. start + length - 1, each range in `splits` parts (a power of two; splits_for's by default).
-    `arrived`: int32 zeros, one per segment and KV head where split (at least PROGRAMS), left as zeros."""
+    rows start .. start + length - 1, each range in `splits` parts (a power of two; splits_for's by default);
+    `arrived`: int32 zeros, one per segment and KV head where split (at least PROGRAMS), left as zeros;
+    norm_first: q and k normalised before the rotation (hy_v3), else after."""
     n = q.shape[0]
     kv_heads, head_dim = keys.shape[1], keys.shape[2]
     heads = q.shape[1] // head_dim
@@ -256,6 +269,7 @@ def decode_attention(
         BLOCK_N=64,
         SPLITS=splits,
         QUANT=quant,
+        NORM_FIRST=norm_first,
         num_warps=4,
     )
     return out

@@ -1,8 +1,9 @@
 """The element-wise work of a layer, fused:
 
-- `rope_norm_store`: the rotary embedding and the per-head RMSNorm of q and k, and the keys and values written into
-  the KV arena at their rows (quantized to int8 with their per token and head scale on the INT8 tier), in one
-  kernel. In torch that is two compiled kernels and two index copies (six more kernels for INT8).
+- `rope_norm_store`: the rotary embedding and the per-head RMSNorm of q and k (in the model's order: the dense
+  Hunyuan models rotate first, hy_v3 normalises first), and the keys and values written into the KV arena at their
+  rows (quantized to int8 with their per token and head scale on the INT8 tier), in one kernel. In torch that is
+  two compiled kernels and two index copies (six more kernels for INT8).
 - `add_rms_norm`: the residual sum and the next RMSNorm in one pass over the row (torch.compile's kernel for it,
   compiled for any number of rows, took 2.7 us a call on the H200, 63 calls a step).
 """
@@ -21,14 +22,23 @@ if AVAILABLE:
     from .common import wait_for_inputs
 
     @triton.jit
-    def rope_norm(x, partner, cos, sin, weight, eps, D: tl.constexpr):
-        """The rotary embedding then the per-head RMSNorm of x [R, D] (a row per head), given `partner`, the same
-        rows with their halves swapped, and cos/sin/weight [D]. rotate_half(x) = (-x2, x1) and the rotation in the
-        model's dtype, as transformers computes them; the norm in float32."""
+    def rope_norm(x, partner, cos, sin, weight, partner_weight, eps, D: tl.constexpr, NORM_FIRST: tl.constexpr):
+        """The rotary embedding and the per-head RMSNorm of x [R, D] (a row per head), given `partner`, the same
+        rows with their halves swapped, cos/sin/weight [D] and `partner_weight`, the weight's halves swapped.
+        NORM_FIRST: normalised, then rotated (hy_v3); else rotated, then normalised (the dense models).
+        rotate_half(x) = (-x2, x1) and the rotation in the model's dtype, as transformers computes them; the norm in
+        float32. A row and its partner hold the same values, so one sum of squares serves both."""
         sign = tl.where(tl.arange(0, D) < D // 2, -1.0, 1.0).to(x.dtype)
-        rotated = (x * cos[None, :] + (partner * sign[None, :]) * sin[None, :]).to(tl.float32)
-        inv = tl.rsqrt(tl.sum(rotated * rotated, axis=1) / D + eps)
-        return weight[None, :] * (rotated * inv[:, None]).to(x.dtype)
+        if NORM_FIRST:
+            f = x.to(tl.float32)
+            inv = tl.rsqrt(tl.sum(f * f, axis=1) / D + eps)[:, None]
+            normed = weight[None, :] * (f * inv).to(x.dtype)
+            normed_partner = partner_weight[None, :] * (partner.to(tl.float32) * inv).to(x.dtype)
+            return normed * cos[None, :] + (normed_partner * sign[None, :]) * sin[None, :]
+        else:
+            rotated = (x * cos[None, :] + (partner * sign[None, :]) * sin[None, :]).to(tl.float32)
+            inv = tl.rsqrt(tl.sum(rotated * rotated, axis=1) / D + eps)
+            return weight[None, :] * (rotated * inv[:, None]).to(x.dtype)
 
     @triton.jit
     def int8_row(x):
@@ -96,6 +106,7 @@ if AVAILABLE:
         HEADS: tl.constexpr,
         D: tl.constexpr,
         QUANT: tl.constexpr,
+        NORM_FIRST: tl.constexpr,
         PDL: tl.constexpr,
     ):
         wait_for_inputs(PDL)
@@ -113,7 +124,15 @@ if AVAILABLE:
             source = K + token * stride_k + (head - HEADS) * D
             weight = KWeight
         y = rope_norm(
-            tl.load(source + d)[None, :], tl.load(source + swapped)[None, :], cos, sin, tl.load(weight + d), eps, D
+            tl.load(source + d)[None, :],
+            tl.load(source + swapped)[None, :],
+            cos,
+            sin,
+            tl.load(weight + d),
+            tl.load(weight + swapped),
+            eps,
+            D,
+            NORM_FIRST,
         )
         if head < HEADS:
             tl.store(QOut + token * stride_out + head * D + d[None, :], y)
@@ -177,10 +196,12 @@ def rope_norm_store(
     values: torch.Tensor,
     key_scales: torch.Tensor | None,
     value_scales: torch.Tensor | None,
+    norm_first: bool = False,
 ) -> torch.Tensor:
     """q [T, heads * D], k and v [T, kv_heads * D] (row-strided views are fine), cos/sin [positions, D], positions
-    and arena rows [T]: the rotated, normalised queries [T, heads, D]; the keys (rotated, normalised) and values
-    stored into the layer's arena `keys`/`values` [tokens, kv_heads, D] (int8 with their scales where given)."""
+    and arena rows [T]: the rotated, normalised queries [T, heads, D] (normalised first where norm_first); the keys
+    (likewise) and values stored into the layer's arena `keys`/`values` [tokens, kv_heads, D] (int8 with their
+    scales where given)."""
     tokens = q.shape[0]
     kv_heads, head_dim = keys.shape[1], keys.shape[2]
     heads = q.shape[1] // head_dim
@@ -214,6 +235,7 @@ def rope_norm_store(
         HEADS=heads,
         D=head_dim,
         QUANT=quant,
+        NORM_FIRST=norm_first,
     )
     return out
 
