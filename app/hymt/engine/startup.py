@@ -128,7 +128,8 @@ def tiers_to_try(decision: Decision, auto: bool) -> list[Tier]:
     what start-up steps down through on out-of-memory. Tencent's FP8 weights load in the fp8 tiers alone."""
     tiers = [decision.tier]
     if decision.device == "cuda" and auto:
-        tiers += [t for t in TIERS[TIERS.index(decision.tier) + 1 :] if t.auto and decision.allows(t)]
+        below = TIERS[TIERS.index(decision.tier) + 1 :]
+        tiers += [t for t in below if (t.auto or decision.weights == fp8_checkpoint.FORMAT) and decision.allows(t)]
     if decision.weights == fp8_checkpoint.FORMAT:
         tiers = [t for t in tiers if t.weights == "fp8"]
     return tiers

@@ -103,7 +103,7 @@ def plan_with_fusion(
     options = []
     for name in FUSION_TIERS:
         tier = TIERS_BY_NAME[name]
-        if not runs_on(tier, gpu.compute_capability) or not fusion_shape.serves(tier):
+        if not runs_on(tier, gpu.compute_capability) or not fusion_shape.offered(tier):
             continue
         need = fusion_need_bytes(fusion_shape, tier, fusion)
         try:
@@ -122,7 +122,7 @@ def plan_with_fusion(
         )
     if not options:
         decision = plan(shape, gpu, settings)
-        served = [TIERS_BY_NAME[n] for n in FUSION_TIERS if fusion_shape.serves(TIERS_BY_NAME[n])]
+        served = [TIERS_BY_NAME[n] for n in FUSION_TIERS if fusion_shape.offered(TIERS_BY_NAME[n])]
         smallest = min(fusion_need_bytes(fusion_shape, t, fusion) for t in served) / GIB
         return decision.with_fusion(
             FusionPlan(

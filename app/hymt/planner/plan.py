@@ -100,7 +100,7 @@ def plan(shape: ModelShape, gpu: GpuMemory | None, settings: Settings) -> Decisi
             )
         return settle_on(tier, "forced by HYMT_PROFILE")
 
-    candidates = [t for t in TIERS if t.auto and shape.serves(t)]
+    candidates = [t for t in TIERS if shape.offered(t)]
     older = [t for t in candidates if not runs_on(t, gpu.compute_capability)]
     candidates = [t for t in candidates if runs_on(t, gpu.compute_capability)]
     note = _needs(older) + capability if older else ""
@@ -155,7 +155,7 @@ def _instead(tier: Tier, shape: ModelShape, capability: tuple[int, int] | None) 
         (
             t
             for t in TIERS[TIERS.index(tier) + 1 :]
-            if t.auto and t.kv_cache == tier.kv_cache and shape.serves(t) and runs_on(t, capability)
+            if t.kv_cache == tier.kv_cache and shape.offered(t) and runs_on(t, capability)
         ),
         None,
     )

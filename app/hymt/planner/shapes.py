@@ -115,6 +115,11 @@ class ModelShape:
             return False
         return self.quantized_bits != 4 or tier.weights in ("int4", "nf4")
 
+    def offered(self, tier: Tier) -> bool:
+        """Whether the planner may pick the tier by itself for this checkpoint: a tier it picks for any (Tier.auto)
+        that holds these weights, or one of the only tiers that hold a pre-quantized checkpoint's (Tencent's FP8)."""
+        return self.serves(tier) and (tier.auto or self.quantized_format == fp8_checkpoint.FORMAT)
+
     def weight_bytes(self, weights: str) -> int:
         # NF4 with double quantization: 4 bits, an 8-bit absmax per 64 values, an fp32 scale per 256 absmaxes.
         # INT4: 4 bits and a 16-bit scale and zero point per group of 128. FP8: one byte and an fp32 scale per
