@@ -10,23 +10,10 @@ from hymt.checkpoint import load_config
 from hymt.errors import ModelLoadError
 from hymt.fp8_checkpoint import Fp8Scheme, check, read_scheme
 from hymt.planner.shapes import ModelShape
+from hymt.testmodel import TENCENT_FP8_CONFIG
 
-# As /work/research-fp8.md reconstructs AngelSlim's export for the hunyuan_v1_dense FP8 checkpoints.
-TENCENT = {
-    "config_groups": {
-        "group_0": {
-            "targets": ["Linear"],
-            "weights": {"num_bits": 8, "strategy": "tensor", "dynamic": False, "type": "float"},
-            "input_activations": {"num_bits": 8, "strategy": "tensor", "dynamic": False, "type": "float"},
-            "output_activations": None,
-        }
-    },
-    "format": "naive-quantized",
-    "ignored_layers": ["lm_head"],
-    "kv_cache_scheme": None,
-    "quant_method": "compressed-tensors",
-    "quantization_status": "compressed",
-}
+# AngelSlim's export for the hunyuan_v1_dense FP8 checkpoints, as the test model writes it.
+TENCENT = TENCENT_FP8_CONFIG
 
 
 def changed(path: str, value) -> dict:
