@@ -1,6 +1,7 @@
-"""What one prefill step costs on the GPU, by prompt tokens prefilled and decoding rows riding along, beside a
-decoding step of the same rows (the engine's runner driven directly, once start-up has proved the profile). The
-scheduler gathers newcomers into few prefill steps because of what this measures (docs/engine.md).
+"""What one prefill step costs on the GPU, by prompt tokens prefilled and decoding rows riding along, captured
+(engine/prefill.py) and eager, beside a decoding step of the same rows (the engine's runner driven directly, once
+start-up has proved the profile). Where prefill steps run eagerly the scheduler gathers newcomers into few of them
+because of what this measures (docs/engine.md).
 
     python bench/prefill_cost.py --card 24 --out /tmp/prefill-24.json
 """
@@ -69,12 +70,19 @@ def main() -> int:
         kv[0] += length + 64
         return seq
 
-    def prefill(newcomers: list[Sequence], riding: list[Sequence]) -> None:
+    def prefill(newcomers: list[Sequence], riding: list[Sequence], eager: bool = False) -> None:
         chunks = [Chunk(s, 0, len(s.prompt_ids)) for s in newcomers]
-        runner.prefill(chunks + [Chunk(s, s.num_cached, 1, decoding=True) for s in riding])
+        runner.prefill(chunks + [Chunk(s, s.num_cached, 1, decoding=True) for s in riding], eager=eager)
 
     rows = runner.plan.max_in_flight
-    results: dict = {"card_gb": args.card, "profile": engine.decision.profile, "prefill_ms": {}, "decode_ms": {}}
+    results: dict = {
+        "card_gb": args.card,
+        "profile": engine.decision.profile,
+        "prefill_captured": runner.prefill_captured,
+        "prefill_ms": {},
+        "prefill_eager_ms": {},
+        "decode_ms": {},
+    }
     for riders in [r for r in RIDERS if r + 16 <= rows] or [0]:
         kv[0] = 1
         riding = [sequence(48, r) for r in range(riders)]
@@ -87,9 +95,10 @@ def main() -> int:
         for tokens in TOKENS:
             kv[0] = first_free
             newcomers = [sequence(min(64, tokens), riders + i) for i in range(min(max(1, tokens // 64), rows - riders))]
-            ms = median_ms(lambda newcomers=newcomers, riding=riding: prefill(newcomers, riding))
-            results["prefill_ms"][f"{tokens}+{riders}"] = ms
-            print(json.dumps({"tokens": tokens, "riders": riders, "ms": ms}), flush=True)
+            for eager, key in ((False, "prefill_ms"), (True, "prefill_eager_ms")):
+                ms = median_ms(lambda n=newcomers, r=riding, e=eager: prefill(n, r, e))
+                results[key][f"{tokens}+{riders}"] = ms
+                print(json.dumps({"tokens": tokens, "riders": riders, "eager": eager, "ms": ms}), flush=True)
         if riding:
             ms = median_ms(lambda riding=riding: runner.collect(runner.launch(riding)))
             results["decode_ms"][riders] = ms

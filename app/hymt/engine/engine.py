@@ -52,6 +52,7 @@ class Engine:
             plan.prefill_tokens,
             settings.batch_min_share,
             loaded.stop_ids,
+            gather=not runner.prefill_captured,
             batch_max_share=settings.batch_max_share,
         )
         # Until throughput is measured under load, the warm-up's prefill rate stands in for it.

@@ -8,7 +8,8 @@ replay, captured for the smallest batch-size bucket that holds the batch, with t
 the sampling, the state's advance; padding rows read and write the arena's reserved first row), and one small copy
 of the sampled tokens back to the host. `launch` returns at once and `collect` waits for the tokens, so the engine
 prepares step N+1 while the GPU runs step N. Graphs are captured at start-up, largest first, in one shared memory
-pool; capturing them is also the proof that decoding at every batch size fits in memory.
+pool; capturing them is also the proof that decoding at every batch size fits in memory. With FlashAttention,
+prefill steps are captured too, by token-count bucket (engine/prefill.py), into the same pool.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .adapters import adapted
 from .kvcache import KVArena
 from .loader import Loaded
 from .model import Batch, Decoder
+from .prefill import PrefillGraphs
 from .requests import Request
 from .sampler import CAPTURED_TOP_K, Sampler
 from .scheduler import Chunk
@@ -111,6 +113,13 @@ class ModelRunner:
         # Per row on the device: last token, position (tokens cached), first arena row of its range.
         self.state = torch.zeros((3, rows), dtype=torch.long, device=self.device)
         self._index = torch.full((rows,), self.pad_row, dtype=torch.long, device=self.device)  # a step's rows
+        self.prefill_graphs: PrefillGraphs | None = None
+        if self.device.type == "cuda" and plan.cuda_graphs and self.attention == "flash":
+            # A step's tokens: a full prefill budget and a token of every row riding along, within the arena.
+            tokens = min(plan.prefill_tokens + plan.max_in_flight, plan.kv_tokens - 1)
+            self.prefill_graphs = PrefillGraphs(
+                self.decoder, self.sampler, self.state, plan.max_in_flight, tokens, plan.max_seq_tokens, self.device
+            )
         self._arange = torch.arange(rows + 1, device=self.device)
         self._arange32 = self._arange.int()  # a decoding batch's query starts (one query per row)
         self._ones = torch.ones(rows, dtype=torch.long, device=self.device)
@@ -138,20 +147,40 @@ class ModelRunner:
             model.set_adapter(name)
         self._adapter = name
 
+    @property
+    def prefill_captured(self) -> bool:
+        """Whether prefill steps replay captured graphs (then a prefill step costs about what a decoding step of its
+        tokens does, and newcomers need not gather for one)."""
+        return self.prefill_graphs is not None and bool(self.prefill_graphs.graphs)
+
     @torch.inference_mode()
-    def prefill(self, chunks: list[Chunk]) -> list[int | None]:
+    def prefill(self, chunks: list[Chunk], eager: bool = False) -> list[int | None]:
         """Run prompt chunks (and riding decoding rows); the next token for each chunk that ends its sequence, None
-        for the others. The rows that sampled carry their new state on the device from here on."""
+        for the others. The rows that sampled carry their new state on the device from here on. A captured graph
+        runs the step where one fits it (unless `eager`)."""
         started = time.perf_counter()
         self._use_adapter(chunks[0].seq.adapter)
-        ids, write_index, query_starts, spans = [], [], [0], []
-        positions: list[int] = []
         for chunk in chunks:
             seq = chunk.seq
             if chunk.start == 0:
                 self.sampler.admit(
                     seq.row, seq.sampling, seq.min_new_tokens, len(seq.output_ids), seq.prompt_ids + seq.output_ids
                 )
+        graphs = self.prefill_graphs
+        if not eager and graphs is not None and graphs.fits(chunks):
+            tokens = graphs.run(chunks)
+        else:
+            tokens = self._prefill_eager(chunks)
+        self.stats.steps["prefill"] += 1
+        self.stats.tokens_in += sum(c.length for c in chunks if not c.decoding)
+        self.stats.step_s["prefill"] += time.perf_counter() - started
+        return tokens
+
+    def _prefill_eager(self, chunks: list[Chunk]) -> list[int | None]:
+        ids, write_index, query_starts, spans = [], [], [0], []
+        positions: list[int] = []
+        for chunk in chunks:
+            seq = chunk.seq
             span = range(chunk.start, chunk.start + chunk.length)
             ids += [seq.token(p) for p in span]
             positions += span
@@ -182,9 +211,6 @@ class ModelRunner:
             self.state[:, index] = torch.stack([sampled, self._tensor(ends), self._tensor([s.kv_start for s in seqs])])
             for (i, _), token in zip(sampling, sampled.tolist()):
                 tokens[i] = token
-        self.stats.steps["prefill"] += 1
-        self.stats.tokens_in += sum(c.length for c in chunks if not c.decoding)
-        self.stats.step_s["prefill"] += time.perf_counter() - started
         return tokens
 
     @torch.inference_mode()
@@ -280,8 +306,9 @@ class ModelRunner:
 
     # -- start-up ----------------------------------------------------------------------------------------------
     def capture_graphs(self) -> float:
-        """A CUDA graph per batch-size bucket, largest first so smaller ones reuse its pool; seconds taken. A
-        failure other than out-of-memory leaves decoding eager (and uncompiled), with the reason logged."""
+        """A CUDA graph per prefill token bucket (with FlashAttention) and per decoding batch-size bucket, largest
+        first so smaller ones reuse its pool; seconds taken. A failure other than out-of-memory leaves those steps
+        eager (decoding also uncompiled), with the reason logged."""
         if self.device.type != "cuda" or not self.plan.cuda_graphs:
             return 0.0
         started = time.perf_counter()
@@ -292,6 +319,8 @@ class ModelRunner:
         except Exception as exc:  # graphs are a speed-up; serving goes on without them
             log.exception("capturing CUDA graphs failed; decoding runs eagerly")
             self.graphs.clear()
+            if self.prefill_graphs is not None:
+                self.prefill_graphs.graphs.clear()
             self.decoder.uncompile()
             self.sampler.kernels = False
             self.graph_error = f"{type(exc).__name__}: {exc}"[:300]
@@ -301,6 +330,16 @@ class ModelRunner:
     @torch.inference_mode()
     def _capture(self) -> None:
         pool = None
+        if self.prefill_graphs is not None:
+            try:
+                pool = self.prefill_graphs.capture()
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as exc:  # prefill steps then run eagerly, as before; decoding is captured still
+                log.exception("capturing the prefill graphs failed; prefill steps run eagerly")
+                self.prefill_graphs.graphs.clear()
+                self.graph_error = f"prefill: {type(exc).__name__}: {exc}"[:300]
+                pool = None
         self._index.fill_(self.pad_row)  # every row of the capture is padding
         self._batch = None
         for rows in sorted(self.buckets, reverse=True):
@@ -333,6 +372,8 @@ class ModelRunner:
             chunks.append(Chunk(seq, 0, length))
             start, budget = start + length, budget - length
         self.prefill(chunks)
+        if self.prefill_captured:  # a step no graph fits (a wide top-k) runs eagerly beside the graphs' memory
+            self.prefill(chunks, eager=True)
         rows = plan.max_in_flight if self.device.type == "cuda" else min(2, plan.max_in_flight)
         with torch.inference_mode():
             logits = torch.randn(rows, self.loaded.config.vocab_size, device=self.device)

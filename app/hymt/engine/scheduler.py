@@ -5,9 +5,11 @@ A segment waits until a row and a contiguous KV range (prompt + output budget) a
 chunks of at most `prefill_tokens` per step, and decoded one token per step beside every other segment in flight,
 and it leaves the step it ends, giving its row and range to the next one at once. A prefill step also decodes one
 token of every segment already decoding (they ride along in the same packed pass), so newcomers never stall the
-running batch. A prefill step follows at most one decoding step; in a large batch newcomers gather for a few
-decoding steps first, so that one prefill step takes several (a prefill step costs several decoding steps whatever
-its tokens: bench/prefill_cost.py), and interactive newcomers' chunks go first in it. All segments in flight share
+running batch. A prefill step follows at most one decoding step, and interactive newcomers' chunks go first in it.
+Where prefill steps run eagerly, in a large batch newcomers gather for a few decoding steps first, so that one
+prefill step takes several (an eager prefill step costs several decoding steps whatever its tokens:
+bench/prefill_cost.py); captured (engine/prefill.py), a prefill step costs about a decoding step of its tokens, and
+a newcomer is prefilled at the next step. All segments in flight share
 one LoRA adapter (an adapter switch waits for the batch to drain). When the segment chosen next cannot get a range,
 admission stops there: nothing overtakes it, so a long segment is not starved by short ones.
 
@@ -34,9 +36,9 @@ from .sequence import Sequence, State
 # The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
 PAD_TOKENS = 1
 
-# A prefill step runs eagerly and holds the whole batch meanwhile: prefilling each newcomer alone costs a large batch
-# more than a short wait costs the newcomer. So a newcomer waits one decoding step per GATHER_ROWS segments decoding
-# (at most MAX_GATHER_STEPS), unless a full prefill step is ready.
+# An eager prefill step holds the whole batch meanwhile: prefilling each newcomer alone costs a large batch more than
+# a short wait costs the newcomer. So there a newcomer waits one decoding step per GATHER_ROWS segments decoding (at
+# most MAX_GATHER_STEPS), unless a full prefill step is ready.
 GATHER_ROWS = 8
 MAX_GATHER_STEPS = 8
 
@@ -81,11 +83,13 @@ class Scheduler:
         prefill_tokens: int,
         batch_min_share: float,
         stop_ids: list[int],
+        gather: bool = True,
         batch_max_share: float = 1.0,
     ):
         self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
         self.max_in_flight = max_in_flight  # may shrink after out-of-memory; rows beyond it stay free
         self.prefill_tokens = prefill_tokens
+        self.gather = gather  # newcomers gather for an eager prefill step (False: prefill steps are captured)
         self.stop_ids = frozenset(stop_ids)
         self.waiting = Waiting(batch_min_share, batch_max_share)
         self.running: list[Sequence] = []
@@ -221,7 +225,8 @@ class Scheduler:
         """Whether the newcomers have gathered long enough (waiting longer would bring few more into one step), or
         fill a prefill step."""
         return (
-            self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)
+            not self.gather
+            or self._gathered >= min(MAX_GATHER_STEPS, len(ready) // GATHER_ROWS)
             or sum(s.num_tokens - s.num_cached for s in pending) >= self.prefill_tokens
         )
 
