@@ -50,7 +50,14 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
     }
     greedy = Sampling(greedy=True)
     model = engine.runner.loaded.model
+    peak = torch.cuda.max_memory_reserved() if torch.cuda.is_available() else 0
     if identity:
+        tier = engine.decision.profile
+        if tier.startswith(("int4", "fp8")):  # the engine's model no longer runs in transformers: its reference does
+            from fidelity import reference
+
+            model = reference(model, model_dir, engine.runner.device)
+        record["reference"] = "transformers, dequantized" if model is not engine.runner.loaded.model else "transformers"
         # Greedy tokens against `generate` on the same weights; bf16 kernels differ, so count the shared prefix.
         matches = []
         for text, source, target in SENTENCES[:4]:
@@ -75,9 +82,17 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
             )
             matches.append({"tokens": len(output), "same_prefix": same, "prompt_ids": request.prompt_ids})
         record["greedy_vs_generate"] = matches
-        record["logits_vs_transformers"] = compare_logits(engine, [m["prompt_ids"] for m in matches])
+        prompts = [m["prompt_ids"] for m in matches]
+        record["logits_vs_transformers"] = compare_logits(engine, model, prompts)
+        if tier.startswith("fp8"):  # what quantizing the activations alone costs: against the weights' reference
+            model = reference(engine.runner.loaded.model, model_dir, engine.runner.device, activations=False)
+            record["logits_vs_weights_only"] = compare_logits(engine, model, prompts)
         for m in matches:
             del m["prompt_ids"]
+        if torch.cuda.is_available():  # the reference is not the engine's: its memory leaves the peak
+            model = None
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
     speeds = {}
     for n in sorted({*(rows or (1, 16, 64)), engine.scheduler.max_in_flight}):
         items = [(SENTENCES[i % len(SENTENCES)][0], resolve(SENTENCES[i % len(SENTENCES)][1])) for i in range(n)]
@@ -94,16 +109,18 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
         }
     record["speed_by_rows"] = speeds
     record["oom_events"] = engine.runner.stats.oom_events
-    record["peak_reserved_gb"] = round(torch.cuda.max_memory_reserved() / GIB, 2) if torch.cuda.is_available() else 0
+    if torch.cuda.is_available():
+        peak = max(peak, torch.cuda.max_memory_reserved())
+    record["peak_reserved_gb"] = round(peak / GIB, 2)
     translator.stop()
     return record
 
 
-def compare_logits(engine, prompts: list[list[int]]) -> list[dict]:
+def compare_logits(engine, model, prompts: list[list[int]]) -> list[dict]:
     """Next-token logits of each prompt from the engine's forward (its attention kernel, compiled pieces and KV
-    arena) against transformers' own forward on the same weights: relative error and whether the top token
-    agrees. On random weights the logits are nearly flat, so greedy tokens part at the first bf16 rounding
-    difference; the logits show whether the two compute the same function."""
+    arena) against transformers' own forward (`model`) on the same weights: relative error, cosine, whether the top
+    token agrees and how many of the top 10 are shared. On random weights the logits are nearly flat, so greedy
+    tokens part at the first bf16 rounding difference; the logits show whether the two compute the same function."""
     import torch
 
     from hymt.engine.model import Batch
@@ -126,12 +143,13 @@ def compare_logits(engine, prompts: list[list[int]]) -> list[dict]:
         )
         ours = runner.decoder.forward(batch)[0].float()
         with torch.inference_mode():
-            theirs = runner.loaded.model(torch.tensor([ids], device=device)).logits[0, -1].float()
+            theirs = model(torch.tensor([ids], device=device)).logits[0, -1].float()
         results.append(
             {
                 "relative_error": round(((ours - theirs).norm() / theirs.norm()).item(), 5),
                 "cosine": round(torch.nn.functional.cosine_similarity(ours, theirs, dim=0).item(), 6),
                 "same_top1": bool(ours.argmax() == theirs.argmax()),
+                "top10_shared": len(set(ours.topk(10).indices.tolist()) & set(theirs.topk(10).indices.tolist())),
             }
         )
     return results

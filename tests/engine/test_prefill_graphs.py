@@ -58,7 +58,8 @@ def _engine(model_dir: Path):
     from hymt.planner.decide import decision_for
     from hymt.settings import Settings
 
-    settings = Settings(model=str(model_dir), gpu_memory_gb=8)
+    # An 80 GB card: the planner sizes a Mixture of Experts' test model by its family's real shape.
+    settings = Settings(model=str(model_dir), gpu_memory_gb=80, profile="bf16")
     return start(settings, decision_for(settings))
 
 
