@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 import mixed
+import random_weights
 from load import Hymt, Watcher, document_lines, metric, run_clients, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,19 +43,11 @@ def _server(engine: str, model_dir: Path, card: float, port: int, new_tokens: in
 
 
 def hymt_serve(model_dir: Path, port: int) -> list[str]:
-    """The command that serves `model_dir` on localhost (the package found through PYTHONPATH: see _pythonpath)."""
-    return [
-        sys.executable,
-        "-m",
-        "hymt",
-        "serve",
-        "--model",
-        str(model_dir),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    """The command that serves `model_dir` on localhost (the package found through PYTHONPATH: see _pythonpath;
+    weights generated where read through bench/random_weights.py)."""
+    return random_weights.command(
+        model_dir, "hymt", "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port)
+    )
 
 
 def _pythonpath() -> str:
@@ -167,20 +160,9 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
     path.write_text("\n".join(document_lines(args.document_segments)) + "\n", encoding="utf-8")
     env = _engine_env(card, args.new_tokens)
     env["PYTHONPATH"] = _pythonpath()
-    cmd = [
-        sys.executable,
-        "-m",
-        "hymt",
-        "translate",
-        str(path),
-        "--model",
-        str(model_dir),
-        "--from",
-        "en",
-        "--to",
-        "de",
-        "--stats",
-    ]
+    cmd = random_weights.command(
+        model_dir, "hymt", "translate", str(path), "--model", str(model_dir), "--from", "en", "--to", "de", "--stats"
+    )
     head = {"scenario": "document", "via": "hymt translate", "clients": 1}
     started = time.perf_counter()
     try:
