@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from email.parser import BytesParser
@@ -323,6 +324,52 @@ def test_the_standard_run_of_each_family(
         else:
             row += "– | – |"
         assert row in table
+
+
+@pytest.mark.parametrize("generated", [False, True])
+def test_llama_cpp_is_converted_to_its_source_type_and_keeps_the_types_measured(
+    bench, tmp_path, monkeypatch, generated
+):
+    """The 7B's way (BF16, kept, and Q4_K_M from it) and the 30B-A3B's (Q8_0 from weights generated where read,
+    Q4_K_M from it, the Q8_0 deleted); a failed quantization leaves no GGUF behind."""
+    llama, random_weights = bench("llama"), bench("random_weights")
+    pack, model = tmp_path / "pack", tmp_path / "model"
+    pack.mkdir()
+    model.mkdir()
+    with tarfile.open(pack / "llama-convert.tar.xz", "w:xz"):
+        pass
+    if generated:
+        random_weights.mark(model)
+    commands, failing = [], []
+
+    def run(cmd, **kwargs):  # the unpacking, the converter and llama-quantize, each writing its output
+        commands.append(cmd)
+        if isinstance(cmd, list) and cmd[-1] in ("bf16", "q8_0"):
+            Path(cmd[-2]).write_bytes(b"GGUF")
+        elif isinstance(cmd, list):
+            Path(cmd[-3]).write_bytes(b"GGUF")
+            if failing:
+                raise subprocess.CalledProcessError(1, cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    source, types = ("Q8_0", ("Q4_K_M",)) if generated else ("BF16", ("BF16", "Q4_K_M"))
+    prepared = llama.prepare(pack, model, tmp_path / "work", None, [2, 3], types, source)
+    assert sorted(prepared["ggufs"]) == sorted(types)
+    assert sorted(p.name for p in (tmp_path / "work").glob("*.gguf")) == sorted(
+        f"model-{t.lower()}.gguf" for t in types
+    )
+    convert, quantize = commands[1:]
+    assert convert[:3] == ["taskset", "-c", "2,3"] and convert[-1] == source.lower()
+    assert (convert[4] == str(ROOT / "bench" / "random_weights.py")) is generated  # the generated weights' reader
+    assert ("--allow-requantize" in quantize) is generated  # from Q8_0, not from BF16
+    converted = str(tmp_path / "work" / f"model-{source.lower()}.gguf")
+    assert quantize[-4:] == [converted, prepared["ggufs"]["Q4_K_M"], "Q4_K_M", "2"]
+
+    failing.append(True)
+    with pytest.raises(subprocess.CalledProcessError):
+        llama.prepare(pack, model, tmp_path / "work", None, [2, 3], types, source)
+    assert not list((tmp_path / "work").glob("*.gguf"))
 
 
 def test_the_mixed_and_document_scenarios_alone_on_one_card(bench, stand_ins, tmp_path):
