@@ -39,7 +39,7 @@ rewheel() {  # wheel-glob, command
 }
 # transformers: only the model folders hymt's import path touches.
 rewheel 'transformers-*.whl' 'for d in transformers/models/*/; do case $(basename "$d") in
-  auto|hunyuan_v1_dense|llama|encoder_decoder) ;; *) rm -rf "$d";; esac; done'
+  auto|hunyuan_v1_dense|hy_v3|llama|encoder_decoder) ;; *) rm -rf "$d";; esac; done'
 # bitsandbytes: the CUDA 13 and CPU libraries only.
 rewheel 'bitsandbytes-*.whl' "find bitsandbytes -maxdepth 1 -name 'libbitsandbytes_*.so' ! -name '*_cuda130.so' \
   ! -name '*_cpu.so' -delete"
