@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import random_weights
 from load import SENTENCES
 
 GIB = 1024**3
@@ -23,6 +24,8 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
     from hymt.settings import Settings
     from hymt.translation.translator import start
 
+    if random_weights.generated(model_dir):
+        random_weights.install()
     settings = Settings(
         model=str(model_dir),
         gpu_memory_gb=card,

@@ -4,15 +4,18 @@
 The binaries (built for sm_90 on the GPU machine) and the converter come from `../shared/anchors/llama-cpp/`,
 copied into the folder named by `--llama-pack` (`bench/carry.sh` does it; the folder travels to the GPU machine):
 `llama-bin-sm90.tar.xz.part*`, `llama-convert.tar.xz` (convert_hf_to_gguf.py, conversion/, gguf-py/) and
-`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M; which cards each type stands for is the
-caller's (bench/standard.py: for the 7B, Q4_K_M, the type a person with an 8-16 GB card runs, and BF16 for 24 GB;
-for the 1.8B, Q4_K_M for 4 GB and BF16 for 6 and 8 GB).
+`to_gguf.py`. The checkpoint is converted to BF16 and quantized to Q4_K_M; the 30B-A3B's, from its generated
+weights (bench/random_weights.py), to Q8_0, quantized to Q4_K_M and deleted (a BF16 GGUF, 60 GB, would not fit the
+GPU machine's disk). Which cards each type stands for is the caller's (bench/standard.py: for the 7B, Q4_K_M, the
+type a person with an 8-16 GB card runs, and BF16 for 24 GB; for the 1.8B, Q4_K_M for 4 GB and BF16 for 6 and 8 GB;
+for the 30B-A3B, Q4_K_M for 24 GB).
 
 Fair settings for the same work as hymt's: 64 slots of 512 tokens (`-np 64 -c 32768`), flash attention, every
 layer on the GPU, the official sampling, `max_tokens` as hymt's output budget with `ignore_eos` (random weights
 never stop). On a real 8 GB card the 7B's Q4_K_M (4.9 GB of weights) fits, but 64 slots' 4 GB of f16 KV do not: its
 64-client figure stands for the 12 and 16 GB cards, and flatters it on 8 GB. The 1.8B's 64 slots hold 2 GiB, about
-what is left beside its weights on the 4 and 6 GB cards: the records' peak GPU memory says. The mixed scenario
+what is left beside its weights on the 4 and 6 GB cards: the records' peak GPU memory says. The 30B-A3B's 64 slots
+hold 3 GiB (96 KiB a token) beside its Q4_K_M's 18 GB: about a 24 GB card. The mixed scenario
 (bench/mixed.py) runs in llama-server's session after the clients: 4 documents over 12 connections each beside 16
 interactive clients, its 64 slots.
 """
@@ -22,12 +25,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import random_weights
 from load import OpenAIChat, Watcher, run_clients, stop, wait_healthy
 from mixed import llama_mixed
 
@@ -36,10 +39,20 @@ if TYPE_CHECKING:
     from mixed import Mixed
 
 
-def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> dict:
-    """Unpack the binaries and the converter into `work`, convert the checkpoint to BF16 GGUF and quantize it to
-    Q4_K_M (CPU work: minutes), on `cpus` alone when given. Returns the GGUF paths by type and the seconds each
-    part took."""
+def prepare(
+    pack: Path,
+    model_dir: Path,
+    work: Path,
+    log,
+    cpus: list[int],
+    types: tuple[str, ...] = ("BF16", "Q4_K_M"),
+    source: str = "BF16",
+) -> dict:
+    """Unpack the binaries and the converter into `work`, convert the checkpoint to `source` and quantize that to the
+    other `types` (CPU work: minutes), on `cpus` alone when given; `source` is deleted once quantized unless it is
+    one of `types` (the 30B-A3B's Q8_0: 32 GB of the GPU machine's 64 GiB disk). A checkpoint whose weights are
+    generated where read is converted from them (bench/random_weights.py). Returns the GGUF paths by type and the
+    seconds each part took."""
     pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     bin_dir, src = work / "bin", work / "src"
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -51,31 +64,43 @@ def prepare(pack: Path, model_dir: Path, work: Path, log, cpus: list[int]) -> di
     with tarfile.open(pack / "llama-convert.tar.xz") as archive:
         archive.extractall(src, filter="data")
     times["unpack_s"] = round(time.perf_counter() - started, 1)
-    ggufs = {"BF16": work / "model-bf16.gguf", "Q4_K_M": work / "model-q4km.gguf"}
-    started = time.perf_counter()
-    subprocess.run(
-        pin + [sys.executable, str(pack / "to_gguf.py"), str(src), str(model_dir), str(ggufs["BF16"]), "bf16"],
-        check=True,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    times["convert_s"] = round(time.perf_counter() - started, 1)
-    started = time.perf_counter()
-    subprocess.run(
-        pin
-        + [
-            str(bin_dir / "llama-quantize"),
-            str(ggufs["BF16"]),
-            str(ggufs["Q4_K_M"]),
-            "Q4_K_M",
-            str(len(cpus) or os.cpu_count() or 8),
-        ],
-        check=True,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=_env(bin_dir),
-    )
-    times["quantize_s"] = round(time.perf_counter() - started, 1)
+    ggufs = {kind: work / f"model-{kind.lower()}.gguf" for kind in dict.fromkeys((source, *types))}
+    try:
+        started = time.perf_counter()
+        subprocess.run(
+            pin
+            + random_weights.command(
+                model_dir, "gguf", *map(str, (pack / "to_gguf.py", src, model_dir, ggufs[source])), source.lower()
+            ),
+            check=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        times["convert_s"] = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        for kind in types:
+            if kind == source:
+                continue
+            subprocess.run(
+                pin
+                + [str(bin_dir / "llama-quantize")]
+                # A quantized source is rounded twice, which llama-quantize does only when told; random weights lose
+                # nothing that matters by it.
+                + (["--allow-requantize"] if source not in ("BF16", "F16", "F32") else [])
+                + [str(ggufs[source]), str(ggufs[kind]), kind, str(len(cpus) or os.cpu_count() or 8)],
+                check=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_env(bin_dir),
+            )
+        times["quantize_s"] = round(time.perf_counter() - started, 1)
+    except BaseException:
+        # A failed conversion leaves no GGUF behind: the 30B-A3B's would keep the next build off the disk.
+        for gguf in ggufs.values():
+            gguf.unlink(missing_ok=True)
+        raise
+    if source not in types:
+        ggufs.pop(source).unlink()
     return {"bin": str(bin_dir), "ggufs": {k: str(v) for k, v in ggufs.items()}, **times}
 
 

@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "app"))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+import random_weights  # noqa: E402
 from hymt.engine import kernels  # noqa: E402
 from hymt.engine.sampling_params import Sampling  # noqa: E402
 from hymt.languages import resolve  # noqa: E402
@@ -74,6 +75,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.no_pdl:
         kernels.enable_pdl = lambda device: False
+    if random_weights.generated(args.model_dir):
+        random_weights.install()
     settings = Settings(
         model=str(args.model_dir),
         gpu_memory_gb=args.card,

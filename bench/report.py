@@ -156,8 +156,38 @@ def teams(records: list[dict]) -> list[str]:
     return lines
 
 
+def beside(results: dict) -> list[str]:
+    """The lines of other models' single streams measured in the run (bench/standard.py's `beside`), each against
+    the run's model's single stream on each of its cards; none where the run had none (a run from before the results
+    named their family has none)."""
+    ours = results.get("family")
+    streams = [
+        r
+        for r in results["records"]
+        if r.get("scenario") == "single_stream" and r.get("engine") == "hymt" and "error" not in r
+    ]
+    mine = [r for r in streams if r.get("family") == ours]
+    lines = []
+    for other in (r for r in streams if ours and r.get("family") != ours):
+        against = "; ".join(
+            f"{results.get('model')}'s on {r['card_gb']:g} GB ({r['profile']}) {_tok_s(r)}, "
+            f"{_ratio(r, other).removesuffix('x')} of it"
+            for r in mine
+        )
+        lines += [
+            "",
+            f"Beside it in the same run: {other['family']}'s single stream on a {other['card_gb']:g} GB card "
+            f"({other['profile']}), {_tok_s(other)} tok/s" + (f"; {against}." if against else "."),
+        ]
+    return lines
+
+
 def table(results: dict) -> str:
-    records, env = results["records"], results["environment"]
+    env = results["environment"]
+    # The run's own model's records (all of a run from before the results named their family); another model's
+    # (`beside`) have lines of their own.
+    ours = results.get("family")
+    records = [r for r in results["records"] if ours is None or r.get("family", ours) == ours]
     cards = sorted(
         {r["card_gb"] for r in records if r.get("scenario") in ("clients", "single_stream") and "card_gb" in r}
     )
@@ -208,7 +238,8 @@ def table(results: dict) -> str:
         ]
         lines.append(f"| {card:g} GB | " + " | ".join(cells) + " |")
     lines += teams(records)
-    failed = [r for r in records if "error" in r]
+    lines += beside(results)
+    failed = [r for r in results["records"] if "error" in r]
     if failed:
         lines += [
             "",

@@ -1,5 +1,6 @@
 """GPU benchmark: hymt beside llama.cpp (the single-user anchor, what Ollama runs) and a seed-style server, as users
-reach them, on simulated cards: 8, 12, 16 and 24 GB for the 7B, 4, 6 and 8 GB for the 1.8B (`--family`).
+reach them, on simulated cards: 8, 12, 16 and 24 GB for the 7B, 4, 6 and 8 GB for the 1.8B, 24 and 80 GB for the
+30B-A3B (`--family`).
 
     python bench/run.py standard --out bench/results/standard.json   # the whole standard run: one H200, < 10 min
     python bench/report.py bench/results                              # table.md and chart.png from its records
@@ -7,13 +8,15 @@ reach them, on simulated cards: 8, 12, 16 and 24 GB for the 7B, 4, 6 and 8 GB fo
 
     python bench/run.py build --model-dir /tmp/hymt-7b       # the real 7B architecture, random weights, on disk
     python bench/run.py build --family hy-mt2-1.8b           # the real 1.8B architecture, in /tmp/hymt-1.8b
+    python bench/run.py build --family hy-mt2-30b-a3b        # the 30B-A3B's config alone, weights generated where
+                                                             # read (bench/random_weights.py), in /tmp/hymt-30b-a3b
     python bench/run.py serve --cards 8,12,16,24 --engines hymt,seed --out bench/results/serve.json [--document]
     python bench/run.py llama --out bench/results/llama.json  # llama.cpp alone (bench/llama.py)
     python bench/run.py check --card 24 --identity --out bench/results/check.json
 
 Every record has one shape: card_gb, engine (hymt, llama.cpp, seed-style), profile (or the GGUF type), scenario
 (clients, document, mixed, single_stream), clients, tok_s, p50_s, p95_s, peak_reserved_gb, oom_events, startup_s,
-the family (hunyuan-mt-7b or hy-mt2-1.8b) and the run id that all records of one run share. Scenarios:
+the family (hunyuan-mt-7b, hy-mt2-1.8b or hy-mt2-30b-a3b) and the run id that all records of one run share. Scenarios:
 - clients: 1, 16 and 64 concurrent HTTP clients, each sending realistic sentences one after another
   (`/translate` with `source: auto` for hymt, its official prompt through `/v1/chat/completions` for llama-server),
   with a deadline; tokens counted by the server;
@@ -52,7 +55,15 @@ def llama_cpp(args, chosen: Standard) -> list[dict]:
     each GGUF type, recorded for the cards it stands for."""
     base = {"run": args.run, "family": args.family}
     with open(args.out.with_suffix(".llama.log"), "w") as log:
-        prepared = llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, [])
+        prepared = llama.prepare(
+            args.llama_pack,
+            args.model_dir,
+            Path(args.llama_work),
+            log,
+            [],
+            tuple(chosen.llama_types),
+            chosen.llama_source,
+        )
         records = [{**base, "engine": "llama.cpp", "scenario": "prepare", **prepared}]
         for kind, cards in chosen.llama_types.items():
             gguf, bin_dir = Path(prepared["ggufs"][kind]), Path(prepared["bin"])
@@ -80,9 +91,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["build", "check", "serve", "llama", "standard"])
     parser.add_argument("--family", choices=list(STANDARDS), default=HUNYUAN_MT_7B.key, help="which model's size")
-    parser.add_argument("--model-dir", type=Path, help="default: the family's (/tmp/hymt-7b, /tmp/hymt-1.8b)")
+    parser.add_argument("--model-dir", type=Path, help="default: the family's (/tmp/hymt-7b, ...)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "serve.json")
-    parser.add_argument("--cards", type=_cards, help="default: the family's (12,24,8,16 for the 7B; 4,6,8)")
+    parser.add_argument("--cards", type=_cards, help="default: the family's (12,24,8,16 for the 7B; 4,6,8; 24,80)")
     parser.add_argument("--card", type=float, default=24)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--identity", action="store_true")

@@ -12,11 +12,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 import mixed
+import random_weights
 from load import Hymt, Watcher, document_lines, metric, run_clients, stop, wait_healthy
+
+if TYPE_CHECKING:
+    from hymt.family import Family
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = ((1, 5), (16, 2), (64, 2))  # (clients, requests each)
@@ -42,19 +47,11 @@ def _server(engine: str, model_dir: Path, card: float, port: int, new_tokens: in
 
 
 def hymt_serve(model_dir: Path, port: int) -> list[str]:
-    """The command that serves `model_dir` on localhost (the package found through PYTHONPATH: see _pythonpath)."""
-    return [
-        sys.executable,
-        "-m",
-        "hymt",
-        "serve",
-        "--model",
-        str(model_dir),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    """The command that serves `model_dir` on localhost (the package found through PYTHONPATH: see _pythonpath;
+    weights generated where read through bench/random_weights.py)."""
+    return random_weights.command(
+        model_dir, "hymt", "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port)
+    )
 
 
 def _pythonpath() -> str:
@@ -167,20 +164,9 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
     path.write_text("\n".join(document_lines(args.document_segments)) + "\n", encoding="utf-8")
     env = _engine_env(card, args.new_tokens)
     env["PYTHONPATH"] = _pythonpath()
-    cmd = [
-        sys.executable,
-        "-m",
-        "hymt",
-        "translate",
-        str(path),
-        "--model",
-        str(model_dir),
-        "--from",
-        "en",
-        "--to",
-        "de",
-        "--stats",
-    ]
+    cmd = random_weights.command(
+        model_dir, "hymt", "translate", str(path), "--model", str(model_dir), "--from", "en", "--to", "de", "--stats"
+    )
     head = {"scenario": "document", "via": "hymt translate", "clients": 1}
     started = time.perf_counter()
     try:
@@ -210,13 +196,15 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
     }
 
 
-def single_stream(model_dir: Path, card: float, args, log) -> dict:
-    """hymt's engine in-process, one segment decoding (bench/profile_step.py, which profiles the step too)."""
-    out = args.out.parent / f"profile-{card:g}gb.json"
+def single_stream(model_dir: Path, card: float, args, log, family: Family | None = None) -> dict:
+    """hymt's engine in-process, one segment decoding (bench/profile_step.py, which profiles the step too); of the
+    run's model, or of `family`'s beside it."""
+    key = family.key if family is not None else args.family
+    out = args.out.parent / (f"profile-{card:g}gb.json" if key == args.family else f"profile-{key}-{card:g}gb.json")
     env = {**os.environ, "PYTHONPATH": _pythonpath(), "TOKENIZERS_PARALLELISM": "false"}
     head = {
         "run": args.run,
-        "family": args.family,
+        "family": key,
         "engine": "hymt",
         "scenario": "single_stream",
         "card_gb": card,
@@ -237,7 +225,7 @@ def single_stream(model_dir: Path, card: float, args, log) -> dict:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            timeout=240,
+            timeout=args.startup_timeout + 120,  # its start-up as a server's, then a minute of decoding
         )
         result = json.loads(out.read_text())
     except (subprocess.TimeoutExpired, OSError, ValueError) as exc:

@@ -1,10 +1,12 @@
 """The standard run, one H200 and one command: hymt on each card over HTTP, then llama.cpp on the same weights,
-then hymt's single streams, for one model's size (`--family`: the 7B by default, or the 1.8B); and the environment
-every result file records. `--scenarios` and `--engines` choose a part of it (the document and mixed scenarios
-alone, on one card, say); llama.cpp's conversion runs only where a chosen scenario needs llama.cpp.
+then hymt's single streams, for one model's size (`--family`: the 7B by default, the 1.8B or the 30B-A3B, whose
+run takes about 25 minutes: bench/README.md); and the environment every result file records. `--scenarios` and
+`--engines` choose a part of it (the document and mixed scenarios alone, on one card, say); llama.cpp's conversion
+runs only where a chosen scenario needs llama.cpp.
 
     python bench/run.py standard --out bench/results/standard.json
     python bench/run.py standard --family hy-mt2-1.8b --out bench/results/small/standard.json
+    python bench/run.py standard --family hy-mt2-30b-a3b --out bench/results/moe/standard.json --budget-s 1500
     python bench/run.py standard --scenarios mixed,document --cards 12 --engines hymt --out /tmp/teams.json
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import llama
 from checkpoints import build
-from hymt.family import HUNYUAN_MT_7B, HY_MT2_1_8B, Family
+from hymt.family import HUNYUAN_MT_7B, HY_MT2_1_8B, HY_MT2_30B_A3B, Family
 from mixed import settings
 from serving import CLIENTS, serve_engine, single_stream
 
@@ -33,8 +35,10 @@ SESSION = ("clients", "document", "mixed")  # hymt's, in one server's session on
 class Standard:
     """What the standard run measures for one model: the simulated cards hymt is served on (in this order), the
     cards of its single stream in-process, the cards of the document and mixed scenarios (hymt's, in the session
-    of its clients on the card, and llama-server's, for the types that stand for them), and the cards each of
-    llama.cpp's GGUF types stands for."""
+    of its clients on the card, and llama-server's, for the types that stand for them), the cards each of
+    llama.cpp's GGUF types stands for and the type the converter writes, which the others are quantized from; and
+    other models' single streams in the same run, to compare with (each on its card, built after this model's
+    GGUFs are deleted)."""
 
     family: Family
     model_dir: Path  # where its checkpoint is built when missing
@@ -42,6 +46,8 @@ class Standard:
     single_stream_cards: tuple[float, ...]
     mixed_cards: tuple[float, ...]
     llama_types: Mapping[str, tuple[float, ...]]
+    llama_source: str = "BF16"
+    beside: tuple[tuple[Family, float], ...] = ()
 
 
 STANDARDS = {
@@ -65,6 +71,20 @@ STANDARDS = {
             single_stream_cards=(4.0, 8.0),
             mixed_cards=(4.0, 8.0),
             llama_types={"Q4_K_M": (4.0,), "BF16": (6.0, 8.0)},
+        ),
+        # The Mixture of Experts on the cards it is planned for: int4 on 24 GB, bf16 on 80 GB; a person with a 24 GB
+        # card runs Q4_K_M (18 GB). No BF16 GGUF (60 GB), nor the Q8_0 it is quantized from (32 GB) kept: the GPU
+        # machine's disk is 64 GiB. Beside it, the 7B's int4 single stream on a 12 GB card: what the 30B-A3B's on
+        # 24 GB costs against it, in the same run.
+        Standard(
+            HY_MT2_30B_A3B,
+            Path("/tmp/hymt-30b-a3b"),
+            cards=(24.0, 80.0),
+            single_stream_cards=(24.0, 80.0),
+            mixed_cards=(),
+            llama_types={"Q4_K_M": (24.0,)},
+            llama_source="Q8_0",
+            beside=((HUNYUAN_MT_7B, 12.0),),
         ),
     )
 }
@@ -97,15 +117,18 @@ def environment() -> dict:
 def standard(args, chosen: Standard) -> dict:
     """The standard run, one H200 and one command: hymt on `args.cards` (HTTP clients, then the document and mixed
     scenarios on the cards that have them, in the same server's session), then llama.cpp on the same weights
-    (llama-bench, llama-server under the same clients and mixed load), then hymt's single streams; of these what
-    `args.scenarios` and `args.engines` name. llama.cpp's conversion (CPU work, minutes) runs meanwhile on cores of
-    its own, so that it neither waits nor slows hymt's host work. A phase that would start after `--budget-s` is
-    recorded as skipped. Every record names the run and the family."""
+    (llama-bench, llama-server under the same clients and mixed load), then hymt's single streams (before llama.cpp
+    where its conversion is still running), then the other models' single streams beside them (`beside`, built
+    once this model's GGUFs are deleted); of these what `args.scenarios` and `args.engines` name. llama.cpp's
+    conversion (CPU work, minutes) runs meanwhile on cores of its own, so that it neither waits nor slows hymt's
+    host work. A phase that would start after `--budget-s` is recorded as skipped. Every record names the run and
+    the family (its model's)."""
     began = time.monotonic()
     head = {"run": args.run, "family": args.family}
     results = {
         "environment": environment(),
         "model": chosen.family.name,
+        "family": args.family,
         "new_tokens": args.new_tokens,
         "run": args.run,
         "records": [],
@@ -147,7 +170,17 @@ def standard(args, chosen: Standard) -> dict:
 
     def prepare() -> None:
         try:
-            prepared.update(llama.prepare(args.llama_pack, args.model_dir, Path(args.llama_work), log, half))
+            prepared.update(
+                llama.prepare(
+                    args.llama_pack,
+                    args.model_dir,
+                    Path(args.llama_work),
+                    log,
+                    half,
+                    tuple(chosen.llama_types),
+                    chosen.llama_source,
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - reported as a record
             prepared["error"] = f"{type(exc).__name__}: {exc}"[:400]
 
@@ -156,9 +189,20 @@ def standard(args, chosen: Standard) -> dict:
         converting.start()
     if half:
         os.sched_setaffinity(0, cores[: len(cores) // 2])  # hymt's servers inherit the other half
+
+    def single_streams() -> None:
+        for card in (c for c in chosen.single_stream_cards if c in args.cards):
+            if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
+                add([single_stream(args.model_dir, card, args, log)])
+
+    streams = "single_stream" in chosen_scenarios and "hymt" in engines
     for card, scenarios in sessions.items():
         if scenarios and due(f"hymt {card:g} GB"):
             add(serve_engine("hymt", args.model_dir, card, args, log, scenarios, due))
+    if streams and converting.is_alive():
+        # The conversion outlasts hymt's servers (the 30B-A3B's, about 15 minutes): the single streams meanwhile.
+        single_streams()
+        streams = False
     if llama_plan:
         converting.join()
         os.sched_setaffinity(0, cores)
@@ -188,10 +232,18 @@ def standard(args, chosen: Standard) -> dict:
                         mixed_cards=teams,
                     )
                 )
+        # Measured: the disk is the next build's (the 30B-A3B's Q4_K_M holds 18 GB of the GPU machine's 64 GiB).
+        for gguf in prepared["ggufs"].values():
+            Path(gguf).unlink(missing_ok=True)
+    if streams:
+        single_streams()
     if "single_stream" in chosen_scenarios and "hymt" in engines:
-        for card in (c for c in chosen.single_stream_cards if c in args.cards):
-            if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
-                add([single_stream(args.model_dir, card, args, log)])
+        for family, card in chosen.beside:
+            other = STANDARDS[family.key]
+            if due(f"{family.key} single stream {card:g} GB", grace=args.budget_s / 4):
+                if not (other.model_dir / "config.json").is_file():
+                    add([{**head, "family": family.key, "scenario": "build", **build(other.model_dir, family)}])
+                add([single_stream(other.model_dir, card, args, log, family)])
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     log.close()

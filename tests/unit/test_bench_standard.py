@@ -13,8 +13,10 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 import time
+from dataclasses import replace
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -323,6 +325,110 @@ def test_the_standard_run_of_each_family(
         else:
             row += "– | – |"
         assert row in table
+
+
+def test_the_30b_run_has_the_7b_single_stream_beside_it(bench, stand_ins, tmp_path, monkeypatch):
+    """The 30B-A3B's run: hymt on 24 GB (int4) and 80 GB (bf16), its single streams while llama.cpp's conversion
+    (Q8_0, then Q4_K_M alone kept) still runs, llama.cpp's Q4_K_M for 24 GB, no document or mixed scenario; then,
+    its GGUFs deleted, the 7B built and its int4 single stream on 12 GB, which the table sets beside the 30B-A3B's."""
+    run, standard, report = bench("run"), bench("standard"), bench("report")
+    monkeypatch.setitem(PROFILES, 24.0, "int4")
+    monkeypatch.setitem(PROFILES, 80.0, "bf16")
+    seven_b = standard.STANDARDS["hunyuan-mt-7b"]
+    monkeypatch.setitem(standard.STANDARDS, "hunyuan-mt-7b", replace(seven_b, model_dir=tmp_path / "7b"))
+    # The conversion outlasts hymt's servers: it ends once both of the 30B-A3B's single streams have run (or, were
+    # they to wait for it, after 30 s, and the order below fails).
+    streamed, converted = [], threading.Event()
+    stood_in_run, stood_in_prepare = subprocess.run, bench("llama").prepare
+
+    def run_then_release(cmd, **kwargs):
+        done = stood_in_run(cmd, **kwargs)
+        streamed.append(cmd)
+        if len(streamed) == 2:
+            converted.set()
+        return done
+
+    def slow_prepare(*args):
+        converted.wait(30)
+        return stood_in_prepare(*args)
+
+    monkeypatch.setattr(subprocess, "run", run_then_release)
+    monkeypatch.setattr(bench("llama"), "prepare", slow_prepare)
+    out = ["--out", str(tmp_path / "standard.json"), "--run", "test"]
+    args = run.arguments(["standard", "--family", "hy-mt2-30b-a3b", *out, *SHORT])
+    assert args.model_dir == Path("/tmp/hymt-30b-a3b") and args.cards == (24.0, 80.0)
+    args.model_dir = tmp_path / "model"
+    results = standard.standard(args, standard.STANDARDS["hy-mt2-30b-a3b"])
+    records = results["records"]
+
+    assert not [r for r in records if "error" in r]
+    assert [(r["family"], r.get("engine"), r["scenario"], r.get("card_gb"), r.get("profile")) for r in records] == [
+        ("hy-mt2-30b-a3b", None, "build", None, None),
+        *(("hy-mt2-30b-a3b", "hymt", "clients", 24.0, "int4") for _ in range(3)),
+        *(("hy-mt2-30b-a3b", "hymt", "clients", 80.0, "bf16") for _ in range(3)),
+        ("hy-mt2-30b-a3b", "hymt", "single_stream", 24.0, "int4"),
+        ("hy-mt2-30b-a3b", "hymt", "single_stream", 80.0, "bf16"),
+        ("hy-mt2-30b-a3b", "llama.cpp", "prepare", None, None),
+        ("hy-mt2-30b-a3b", "llama.cpp", "single_stream", 24.0, "Q4_K_M"),
+        *(("hy-mt2-30b-a3b", "llama.cpp", "clients", 24.0, "Q4_K_M") for _ in range(3)),
+        ("hunyuan-mt-7b", None, "build", None, None),
+        ("hunyuan-mt-7b", "hymt", "single_stream", 12.0, "int4"),
+    ]
+    assert [args[-2:] for args in stand_ins.prepared] == [(("Q4_K_M",), "Q8_0")]
+    assert (tmp_path / "profile-hunyuan-mt-7b-12gb.json").is_file() and (tmp_path / "profile-24gb.json").is_file()
+    table = report.table(results)
+    assert "random weights of the real Hy-MT2-30B-A3B shape" in table and "(Q4_K_M stands for 24 GB):" in table
+    assert "12 GB" not in table.split("Beside it")[0]
+    assert (
+        "Beside it in the same run: hunyuan-mt-7b's single stream on a 12 GB card (int4), 400 tok/s; "
+        "Hy-MT2-30B-A3B's on 24 GB (int4) 400, 1.00 of it; Hy-MT2-30B-A3B's on 80 GB (bf16) 400, 1.00 of it."
+    ) in table
+
+
+@pytest.mark.parametrize("generated", [False, True])
+def test_llama_cpp_is_converted_to_its_source_type_and_keeps_the_types_measured(
+    bench, tmp_path, monkeypatch, generated
+):
+    """The 7B's way (BF16, kept, and Q4_K_M from it) and the 30B-A3B's (Q8_0 from weights generated where read,
+    Q4_K_M from it, the Q8_0 deleted); a failed quantization leaves no GGUF behind."""
+    llama, random_weights = bench("llama"), bench("random_weights")
+    pack, model = tmp_path / "pack", tmp_path / "model"
+    pack.mkdir()
+    model.mkdir()
+    with tarfile.open(pack / "llama-convert.tar.xz", "w:xz"):
+        pass
+    if generated:
+        random_weights.mark(model)
+    commands, failing = [], []
+
+    def run(cmd, **kwargs):  # the unpacking, the converter and llama-quantize, each writing its output
+        commands.append(cmd)
+        if isinstance(cmd, list) and cmd[-1] in ("bf16", "q8_0"):
+            Path(cmd[-2]).write_bytes(b"GGUF")
+        elif isinstance(cmd, list):
+            Path(cmd[-3]).write_bytes(b"GGUF")
+            if failing:
+                raise subprocess.CalledProcessError(1, cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    source, types = ("Q8_0", ("Q4_K_M",)) if generated else ("BF16", ("BF16", "Q4_K_M"))
+    prepared = llama.prepare(pack, model, tmp_path / "work", None, [2, 3], types, source)
+    assert sorted(prepared["ggufs"]) == sorted(types)
+    assert sorted(p.name for p in (tmp_path / "work").glob("*.gguf")) == sorted(
+        f"model-{t.lower()}.gguf" for t in types
+    )
+    convert, quantize = commands[1:]
+    assert convert[:3] == ["taskset", "-c", "2,3"] and convert[-1] == source.lower()
+    assert (convert[4] == str(ROOT / "bench" / "random_weights.py")) is generated  # the generated weights' reader
+    assert ("--allow-requantize" in quantize) is generated  # from Q8_0, not from BF16
+    converted = str(tmp_path / "work" / f"model-{source.lower()}.gguf")
+    assert quantize[-4:] == [converted, prepared["ggufs"]["Q4_K_M"], "Q4_K_M", "2"]
+
+    failing.append(True)
+    with pytest.raises(subprocess.CalledProcessError):
+        llama.prepare(pack, model, tmp_path / "work", None, [2, 3], types, source)
+    assert not list((tmp_path / "work").glob("*.gguf"))
 
 
 def test_the_mixed_and_document_scenarios_alone_on_one_card(bench, stand_ins, tmp_path):
