@@ -10,6 +10,13 @@ import pytest
 
 from hymt.settings import Settings
 
+# One thread per process for torch (OpenMP and MKL): the test run starts a dozen processes on torch at once (the
+# workers and their servers) on a 2-core machine, where each process's pool of one thread per core spins for its
+# share and oversubscribes the cores: a server's document took 3 to 4 times as long beside three busy processes as
+# with one thread, which is as fast on an idle machine. Set before torch is imported; the servers and commands the
+# tests start inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
 # The tiers run side by side on a loaded 2-core machine in CI, where httpx's default of 5 s (for the calls that name
