@@ -26,6 +26,44 @@ for _phase in ("connect", "read", "write", "pool"):
     setattr(httpx._config.DEFAULT_TIMEOUT_CONFIG, _phase, 120.0)
 
 
+# The files that take minutes beside the others on a 2-core machine, longest first (seconds from a run's --durations:
+# schemathesis; the interpreted kernels; documents and restarts; the page in Chromium; replicas; the image; ...).
+# tests/run.sh hands its workers whole files in the order collected (--no-loadscope-reorder), so these start first
+# and the short files fill in after them, where otherwise a long one started last kept one worker busy while the
+# others had nothing left. A name that is no longer a file is passed over.
+LONG_FILES = [
+    "server/test_hostile_requests.py",
+    "engine/test_kernels.py",
+    "server/test_jobs.py",
+    "server/test_browser.py",
+    "system/test_image.py",
+    "server/test_replicas.py",
+    "server/test_hostile_documents.py",
+    "system/test_appliance.py",
+    "server/test_small_model.py",
+    "server/test_cli.py",
+    "server/test_api.py",
+    "engine/test_family.py",
+    "server/test_reliability.py",
+    "server/test_docs.py",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker, the long files' tests first (LONG_FILES), each file's in its own order, then the rest as
+    collected."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    here = Path(__file__).parent
+
+    def place(item) -> int:
+        name = item.path.relative_to(here).as_posix() if item.path.is_relative_to(here) else ""
+        return rank.get(name, len(LONG_FILES))
+
+    items.sort(key=place)
+
+
 @pytest.fixture(scope="session")
 def test_model(tmp_path_factory) -> Path:
     from hymt.testmodel import make_test_model
