@@ -10,6 +10,13 @@ import pytest
 
 from hymt.settings import Settings
 
+# One thread per process for torch (OpenMP and MKL): the test run starts a dozen processes on torch at once (the
+# workers and their servers) on a 2-core machine, where each process's pool of one thread per core spins for its
+# share and oversubscribes the cores: a server's document took 3 to 4 times as long beside three busy processes as
+# with one thread, which is as fast on an idle machine. Set before torch is imported; the servers and commands the
+# tests start inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
 # The tiers run side by side on a loaded 2-core machine in CI, where httpx's default of 5 s (for the calls that name
@@ -17,6 +24,44 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 # changing it in place gives every such call two minutes.
 for _phase in ("connect", "read", "write", "pool"):
     setattr(httpx._config.DEFAULT_TIMEOUT_CONFIG, _phase, 120.0)
+
+
+# The files that take minutes beside the others on a 2-core machine, longest first (seconds from a run's --durations:
+# schemathesis; the interpreted kernels; documents and restarts; the page in Chromium; replicas; the image; ...).
+# tests/run.sh hands its workers whole files in the order collected (--no-loadscope-reorder), so these start first
+# and the short files fill in after them, where otherwise a long one started last kept one worker busy while the
+# others had nothing left. A name that is no longer a file is passed over.
+LONG_FILES = [
+    "server/test_hostile_requests.py",
+    "engine/test_kernels.py",
+    "server/test_jobs.py",
+    "server/test_browser.py",
+    "system/test_image.py",
+    "server/test_replicas.py",
+    "server/test_hostile_documents.py",
+    "system/test_appliance.py",
+    "server/test_small_model.py",
+    "server/test_cli.py",
+    "server/test_api.py",
+    "engine/test_family.py",
+    "server/test_reliability.py",
+    "server/test_docs.py",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker, the long files' tests first (LONG_FILES), each file's in its own order, then the rest as
+    collected."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    here = Path(__file__).parent
+
+    def place(item) -> int:
+        name = item.path.relative_to(here).as_posix() if item.path.is_relative_to(here) else ""
+        return rank.get(name, len(LONG_FILES))
+
+    items.sort(key=place)
 
 
 @pytest.fixture(scope="session")

@@ -100,18 +100,20 @@ if [ -z "${HYMT_TEST_MODEL:-}" ]; then
 fi
 
 pytest=(.venv/bin/python -m pytest -q -p no:cacheprovider)
-# A file's tests stay on one worker: its module fixtures (a server, a browser) start once.
-parallel=(-n "$workers" --dist loadfile)
+# A file's tests stay on one worker: its module fixtures (a server, a browser) start once. The files go to the
+# workers in the order collected, the longest first (tests/conftest.py's LONG_FILES), not xdist's default of the
+# files with the most tests first.
+parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 case "$mode" in
   fast) "${pytest[@]}" "${parallel[@]}" tests/unit tests/engine "$@" ;;
   some) "${pytest[@]}" "$@" ;;
   all)
-    # The longest files first (the image's build, the servers), so that no worker starts one when the rest are done.
-    "${pytest[@]}" "${parallel[@]}" -m "not alone" tests/system tests/server tests/engine tests/unit
-    "${pytest[@]}" -m alone
+    # The slowest tests of each phase are listed at its end (--durations), so that CI's log shows where time goes.
+    "${pytest[@]}" "${parallel[@]}" --durations=40 -m "not alone" tests/system tests/server tests/engine tests/unit
+    "${pytest[@]}" --durations=10 -m alone
     if [ -n "$quantize_pid" ]; then
       wait "$quantize_pid" || { cat tests/artifacts/quantize-venv.log >&2; exit 1; }
-      .venv-quantize/bin/python -m pytest -q -p no:cacheprovider -m quantize tests/engine/test_quantize.py
+      .venv-quantize/bin/python -m pytest -q -p no:cacheprovider --durations=10 -m quantize tests/engine/test_quantize.py
     fi
     ;;
 esac

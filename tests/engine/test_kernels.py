@@ -1,15 +1,19 @@
 """The Triton kernels (engine/kernels/) against torch's path: on a GPU as they run there (bf16), elsewhere in
 Triton's interpreter (float32 and float16; it has no bfloat16) in a subprocess, since the interpreter is chosen when
-the kernels are defined. Each check is also a plain function, so `python tests/engine/test_kernels.py cuda` runs them
-all on a GPU machine."""
+the kernels are defined: one per dtype, running the checks one at a time as the tests ask. Every launch of the float16
+checks is compiled for Hopper too (test_kernels_compile.py). Each check is also a plain function, so
+`python tests/engine/test_kernels.py cuda` runs them all on a GPU machine."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
+import select
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -501,29 +505,137 @@ CHECKS = {
     "sample": check_sample,
 }
 
+
+class Interpreter:
+    """A subprocess running checks in Triton's interpreter in one dtype, one check at a time as the tests ask: torch
+    and Triton are imported once per dtype, not once per check (seconds each on a loaded machine). A check that fails
+    is reported with its traceback and the process goes on; one that runs past its time, or a process that dies, is
+    reported with the end of the process's log, and the next check starts a new process. With `launches`, every
+    kernel launch is recorded for the compile test, so that it does not run every check again."""
+
+    def __init__(self, dtype: str, log: Path, launches: Path | None = None):
+        self.dtype, self.log, self.launches = dtype, log, launches
+        self.outcomes: dict[tuple[str, ...], str | None] = {}  # (check, *extra): None, or why it failed
+        self.process: subprocess.Popen | None = None
+
+    def _ask(self, request: list[str], timeout: float) -> str | None:
+        if self.process is None or self.process.poll() is not None:
+            env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(APP))
+            record = [str(self.launches)] if self.launches else []
+            with open(self.log, "ab") as log:
+                self.process = subprocess.Popen(
+                    [sys.executable, __file__, "--interpret", self.dtype, *record],
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        answer = self.process.stdout.readline() if ready else ""
+        if answer:
+            return json.loads(answer)["error"]
+        self.stop(kill=True)
+        why = f"ran past {timeout} s" if not ready else "ended"
+        return f"the interpreter {why} in {request}; its log:\n{self.log.read_text(errors='replace')[-3000:]}"
+
+    def run(self, check: str, *extra: str, timeout: float = 600) -> None:
+        """The check (a name in CHECKS, or "decoding_step" and a model folder), run once however often asked."""
+        key = (check, *extra)
+        if key not in self.outcomes:
+            self.outcomes[key] = self._ask(list(key), timeout)
+        assert self.outcomes[key] is None, self.outcomes[key]
+
+    def write_launches(self) -> Path:
+        """The launches recorded so far, written to the file given."""
+        assert self.launches is not None
+        error = self._ask(["launches"], 120)
+        assert error is None, error
+        return self.launches
+
+    def stop(self, kill: bool = False) -> None:
+        """Ends the process: at the end of its input, or killed."""
+        if self.process is not None:
+            assert self.process.stdin is not None
+            if kill:
+                self.process.kill()
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+
+def _interpret(dtype_name: str, launches_path: str | None = None) -> int:
+    """The subprocess's side of Interpreter: a JSON list per line on stdin ([check], ["decoding_step", MODEL_DIR] or
+    ["launches"]), a JSON answer per line on the process's own stdout, whatever else is printed going to stderr."""
+    dtype = getattr(torch, dtype_name)
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    launches: list[dict] = []
+    if launches_path:
+        import test_kernels_compile
+
+        test_kernels_compile.record_launches(launches)
+    for line in sys.stdin:
+        check, *extra = json.loads(line)
+        error = None
+        try:
+            if check == "launches":
+                Path(launches_path or "").write_text(json.dumps(launches))
+            elif check == "decoding_step":
+                check_decoding_step("cpu", dtype, *extra)
+            else:
+                CHECKS[check]("cpu", dtype)
+        # Any failure is the check's answer (pytest.raises' own is no Exception).
+        except (Exception, pytest.fail.Exception):  # noqa: BLE001
+            error = traceback.format_exc()
+        sys.stdout.flush()
+        answers.write(json.dumps({"error": error}) + "\n")
+        answers.flush()
+    return 0
+
+
+@pytest.fixture(scope="module")
+def interpreter(tmp_path_factory):
+    """dtype -> its Interpreter, started on first use; the float16 one records the launches."""
+    folder = tmp_path_factory.mktemp("interpreter")
+    started: dict[str, Interpreter] = {}
+
+    def get(dtype: str) -> Interpreter:
+        if dtype not in started:
+            launches = folder / "launches.json" if dtype == "float16" else None
+            started[dtype] = Interpreter(dtype, folder / f"{dtype}.log", launches)
+        return started[dtype]
+
+    yield get
+    for process in started.values():
+        process.stop()
+
+
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 
 
-def _interpreted(check: str, dtype: str, *extra: str) -> None:
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(APP))
-    result = subprocess.run(
-        [sys.executable, __file__, "cpu", dtype, check, *extra], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
+# The sampling check takes minutes in the interpreter on a loaded machine: past pytest's default timeout.
 @needs_triton
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("check", sorted(CHECKS))
-def test_kernel_in_the_interpreter(check, dtype):
-    _interpreted(check, dtype)
+def test_kernel_in_the_interpreter(interpreter, check, dtype):
+    interpreter(dtype).run(check)
 
 
 @needs_triton
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("family", ["hunyuan-mt-7b", "hy-mt2-30b-a3b"])
-def test_decoding_step_with_the_kernels_equals_torchs(test_model, family_model, family, dtype):
-    _interpreted("decoding_step", dtype, str(test_model if family == "hunyuan-mt-7b" else family_model(family)))
+def test_decoding_step_with_the_kernels_equals_torchs(interpreter, test_model, family_model, family, dtype):
+    interpreter(dtype).run("decoding_step", str(test_model if family == "hunyuan-mt-7b" else family_model(family)))
 
 
 @pytest.mark.skipif(
@@ -534,8 +646,37 @@ def test_kernel_on_the_gpu(check):
     CHECKS[check]("cuda", torch.bfloat16)
 
 
+@needs_triton
+@pytest.mark.timeout(1800)
+def test_every_kernel_compiles_for_hopper(interpreter, test_model, family_model):
+    """Every launch of the float16 checks, the dense test model's decoding step and Hy-MT2-30B-A3B's (its grouped
+    matmuls at a decoding batch's block sizes), as the interpreter recorded them, compiled by Triton's compiler
+    (test_kernels_compile.py): the interpreter runs code the compiler refuses. The checks the tests before it ran are
+    not run again."""
+    float16 = interpreter("float16")
+    for check in sorted(CHECKS):
+        float16.run(check)
+    for model in (test_model, family_model("hy-mt2-30b-a3b")):
+        float16.run("decoding_step", str(model))
+    compiled = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("test_kernels_compile.py")),
+            "compile",
+            str(float16.write_launches()),
+        ],
+        env=dict(os.environ, PYTHONPATH=str(APP)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
+
+
 def main(argv: list[str]) -> int:
     """python tests/engine/test_kernels.py DEVICE [DTYPE [CHECK [MODEL_DIR]]]: run one check, or all of them."""
+    if argv[0] == "--interpret":  # Interpreter's subprocess
+        return _interpret(*argv[1:])
     device = argv[0]
     dtype = getattr(torch, argv[1]) if len(argv) > 1 else torch.bfloat16
     if len(argv) > 2 and argv[2] == "decoding_step":

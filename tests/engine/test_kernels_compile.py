@@ -1,7 +1,8 @@
 """Every kernel launch the interpreted checks make (tests/engine/test_kernels.py), compiled for a Hopper GPU (and
 those of the fp8 tiers for Ada too) by Triton's own compiler, which needs no GPU. The interpreter runs a kernel as
 Python, so it takes code the compiler refuses (a constexpr assigned in each pass of a loop ran there and failed on
-the GPU); this finds such code here.
+the GPU); this finds such code here. test_kernels.py's test_every_kernel_compiles_for_hopper compiles the launches its
+float16 checks recorded as they ran; by hand:
 
     python tests/engine/test_kernels_compile.py record LAUNCHES.json MODEL_DIR...   # with TRITON_INTERPRET=1
     python tests/engine/test_kernels_compile.py compile LAUNCHES.json
@@ -12,12 +13,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 HERE = Path(__file__).resolve().parent
 APP = HERE.parents[1] / "app"
@@ -35,18 +32,13 @@ POINTERS = {
 }
 
 
-def record(path: Path, model_dirs: list[str]) -> None:
-    """Run every check in the interpreter (float16) and the decoding step of each model, writing each launch: the
-    kernel, its positional arguments (a tensor as its pointer type, anything else as its value) and its
-    keywords."""
+def record_launches(launches: list[dict]) -> None:
+    """From here on, each kernel launch appended to `launches`: the kernel, its positional arguments (a tensor as its
+    pointer type, anything else as its value) and its keywords."""
     import torch
-
-    sys.path.insert(0, str(HERE))
-    import test_kernels
 
     from hymt.engine.kernels import common
 
-    launches: list[dict] = []
     run = common.launch
 
     def launch(kernel, grid, *args, **meta):
@@ -61,6 +53,17 @@ def record(path: Path, model_dirs: list[str]) -> None:
         run(kernel, grid, *args, **meta)
 
     common.launch = launch
+
+
+def record(path: Path, model_dirs: list[str]) -> None:
+    """Run every check in the interpreter (float16) and the decoding step of each model, writing each launch."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    import test_kernels
+
+    launches: list[dict] = []
+    record_launches(launches)
     for check in test_kernels.CHECKS.values():
         check("cpu", torch.float16)
     for model_dir in model_dirs:
@@ -123,27 +126,6 @@ def compile_all(path: Path) -> int:
     if missing:
         raise SystemExit(f"no check launches {sorted(missing)}: add one to tests/engine/test_kernels.py")
     return len(specs)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
-def test_every_kernel_compiles_for_hopper(test_model, family_model, tmp_path):
-    """The dense test model's decoding step and Hy-MT2-30B-A3B's (its grouped matmuls at a decoding batch's block
-    sizes) besides the checks."""
-    launches = tmp_path / "launches.json"
-    env = dict(os.environ, PYTHONPATH=str(APP))
-    moe = family_model("hy-mt2-30b-a3b")
-    recorded = subprocess.run(
-        [sys.executable, __file__, "record", str(launches), str(test_model), str(moe)],
-        env=dict(env, TRITON_INTERPRET="1"),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
-    compiled = subprocess.run(
-        [sys.executable, __file__, "compile", str(launches)], env=env, capture_output=True, text=True, timeout=900
-    )
-    assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
 
 
 def main(argv: list[str]) -> int:
