@@ -18,14 +18,6 @@ from pathlib import Path
 
 import torch
 
-# (owner, fused name, the parts a reference layer keeps): as the engine fuses them.
-GROUPS = (
-    ("self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj")),
-    ("mlp", "gate_up_proj", ("gate_proj", "up_proj")),
-    ("self_attn", "o_proj", ("o_proj",)),
-    ("mlp", "down_proj", ("down_proj",)),
-)
-
 
 def _humming_dequantized(layer, weight: torch.Tensor) -> torch.Tensor:
     """`weight` [N, K] quantized as humming quantized it into `layer`, and back."""
@@ -72,6 +64,7 @@ def reference(engine_model, model_dir: Path, device: torch.device, activations: 
 
     from hymt.engine.experts_int4 import Int4Experts, dequantize
     from hymt.engine.fp8 import Fp8Linear
+    from hymt.engine.fp8_weights import GROUPS
     from hymt.engine.model import dense_mlp
     from hymt.engine.moe import is_moe
     from hymt.engine.weights import Int8Head
