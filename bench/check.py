@@ -55,8 +55,8 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
     model = engine.runner.loaded.model
     peak = torch.cuda.max_memory_reserved() if torch.cuda.is_available() else 0
     if identity:
-        tier = engine.decision.profile
-        if tier.startswith(("int4", "fp8")):  # the engine's model no longer runs in transformers: its reference does
+        served = engine.decision.profile
+        if served.startswith(("int4", "fp8")):  # the engine's model no longer runs in transformers: its reference does
             from fidelity import reference
 
             model = reference(model, model_dir, engine.runner.device)
@@ -87,7 +87,8 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
         record["greedy_vs_generate"] = matches
         prompts = [m["prompt_ids"] for m in matches]
         record["logits_vs_transformers"] = compare_logits(engine, model, prompts)
-        if tier.startswith("fp8"):  # what quantizing the activations alone costs: against the weights' reference
+        if served.startswith("fp8"):  # what quantizing the activations alone costs: against the weights' reference
+            model = None  # one reference on the GPU at a time
             model = reference(engine.runner.loaded.model, model_dir, engine.runner.device, activations=False)
             record["logits_vs_weights_only"] = compare_logits(engine, model, prompts)
         for m in matches:
