@@ -18,6 +18,8 @@ from hymt.settings import Settings
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
+# How long a browser test waits for the page (Playwright waits 30 s unless told).
+BROWSER_WAIT_MS = 90_000
 
 # The tiers run side by side on a loaded 2-core machine in CI, where httpx's default of 5 s (for the calls that name
 # no timeout) failed answers that were only slow. httpx's functions and clients share one default Timeout object, so
@@ -153,5 +155,15 @@ def browser():
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        new_context = b.new_context
+
+        def patient_context(**options):
+            # Playwright's 30 s default failed once in CI for a page that loads in one second on an idle machine:
+            # a 2-core machine running a dozen test processes is slower by more than that at times.
+            context = new_context(**options)
+            context.set_default_timeout(BROWSER_WAIT_MS)
+            return context
+
+        b.new_context = patient_context  # type: ignore[method-assign]
         yield b
         b.close()

@@ -373,7 +373,7 @@ def test_shareable_url_carries_languages_and_text(page, server):
     assert page.input_value("#input") == "Good morning."
     page.select_option("#target", "ja")
     assert "target=ja" in page.url and "q=Good+morning." in page.url and "source=en" in page.url
-    with page.expect_request("**/api/translate", timeout=30_000) as sent:  # sent as typed, after a pause
+    with page.expect_request("**/api/translate") as sent:  # sent as typed, after a pause
         page.goto(server.url + "/?source=xx&target=klingon&q=Good%20night.")
         page.wait_for_function("document.querySelectorAll('#target option').length === 38")
         # Unknown codes leave the defaults and say so; the shared text waits for a language to be picked.
@@ -710,8 +710,8 @@ def cancel_job(srv, job: dict) -> None:
     assert httpx.delete(f"{srv.url}/api/jobs/{job['id']}", timeout=10).json()["status"] == "cancelled"
 
 
-def doc_status_is(page, text: str, timeout: float = 30_000) -> None:
-    page.wait_for_function("(t) => document.querySelector('#doc-status').textContent === t", arg=text, timeout=timeout)
+def doc_status_is(page, text: str) -> None:
+    page.wait_for_function("(t) => document.querySelector('#doc-status').textContent === t", arg=text)
 
 
 def test_a_document_waits_its_turn_shows_progress_and_the_text_box_translates_meanwhile(
@@ -745,7 +745,7 @@ def test_a_document_waits_its_turn_shows_progress_and_the_text_box_translates_me
     page.click("#view-text")  # the upload opened the files view
     assert page.is_visible("#doc-status")  # the document's report stays by the text box
     page.fill("#input", "Hello world.")  # translated as typed, while the document translates
-    page.wait_for_function(IDLE, timeout=60_000)
+    page.wait_for_function(IDLE)
     translation = page.inner_text("#output")
     seen = page.evaluate("window.docStatus.length")
     assert page.is_hidden("#download") and page.inner_text("#doc-status").startswith("Translating report.txt: ")
@@ -812,7 +812,7 @@ def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
     record(page, "#status", "statuses")
     page.wait_for_function("document.querySelector('#message').textContent.length > 0")
     assert page.inner_text("#message") == "The server is busy; trying again in 1 s"
-    page.wait_for_function(IDLE, timeout=30_000)
+    page.wait_for_function(IDLE)
     assert sent == ["Hello world.", "Hello world."]
     assert [m for m in page.evaluate("window.messages") if m] == ["The server is busy; trying again in 1 s"]
     assert page.inner_text("#message") == ""
@@ -838,7 +838,7 @@ def test_a_document_refused_by_a_busy_server_is_sent_again_by_itself(page, tmp_p
     document = tmp_path / "notes.txt"
     document.write_text("Hello there.\n", encoding="utf-8")
     page.set_input_files("#file", str(document))
-    page.wait_for_selector("#download:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#download:not([hidden])")
     assert len(sent) == 2
     said = [s for s in page.evaluate("window.docStatus") if "busy" in s]
     assert said == ["Sending notes.txt: the server is busy; trying again in 1 s"], said
@@ -862,7 +862,7 @@ def test_an_edit_while_a_retry_waits_goes_with_that_one_retry(page):
     page.fill("#input", "Hello")
     page.wait_for_function("document.querySelector('#message').textContent.includes('trying again in 2 s')")
     page.fill("#input", "Hello world.")
-    page.wait_for_function(IDLE, timeout=30_000)
+    page.wait_for_function(IDLE)
     page.wait_for_timeout(1500)  # no other request follows
     assert [text for _, text in sent] == ["Hello", "Hello world."]
     assert sent[1][0] - sent[0][0] >= 1.9  # Retry-After was waited out
