@@ -4,6 +4,7 @@ against a float reference of its dequantized weights, and the CPU tier serving s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from hymt.engine import fp8_weights
+from hymt.engine import fp8_weights, loader
 from hymt.engine.fp8 import Fp8Linear, quantize_rows
 from hymt.errors import ModelLoadError
 from hymt.fp8_checkpoint import Fp8Scheme
@@ -40,15 +41,29 @@ def _stored(checkpoint) -> dict[str, torch.Tensor]:
         return {name: f.get_tensor(name) for name in f.keys()}
 
 
-def _plain(checkpoint, dtype: torch.dtype):
-    """The checkpoint through transformers without its quantization_config, as the loader reads it."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+def _config(checkpoint):
+    """The checkpoint's config without its quantization_config, as the loader reads it."""
+    from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(checkpoint)
     if hasattr(config, "quantization_config"):
         config = copy.deepcopy(config)
         del config.quantization_config
-    return AutoModelForCausalLM.from_pretrained(checkpoint, config=config, dtype=dtype).eval()
+    return config
+
+
+def _plain(checkpoint, dtype: torch.dtype):
+    """The checkpoint through transformers, as the loader reads it."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(checkpoint, config=_config(checkpoint), dtype=dtype).eval()
+
+
+def _placed(checkpoint, scheme: Fp8Scheme | None):
+    """The checkpoint as the fp8 profiles read it (loader.py), each layer placed as it is read, on the CPU here."""
+    with contextlib.ExitStack() as stack:
+        placement = loader._placement("fp8", checkpoint, scheme, torch.device("cpu"), stack)
+        return loader._read(checkpoint, _config(checkpoint), torch.bfloat16, None, None, placement).eval()
 
 
 def _ranged_weight(rows: int = 96, cols: int = 64) -> torch.Tensor:
@@ -98,11 +113,12 @@ def test_fp8_layers_refuse_what_they_cannot_hold():
 
 
 def test_a_bf16_checkpoint_is_fused_and_quantized_at_load(test_model):
-    model = _plain(test_model, torch.bfloat16)
-    attn, mlp = model.model.layers[1].self_attn, model.model.layers[1].mlp
+    plain = _plain(test_model, torch.bfloat16)
+    attn, mlp = plain.model.layers[1].self_attn, plain.model.layers[1].mlp
     qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).float()
     down = mlp.down_proj.weight.float()
-    fp8_weights.quantize(model, torch.device("cpu"))
+    model = _placed(test_model, None)
+    attn, mlp = model.model.layers[1].self_attn, model.model.layers[1].mlp
     assert not hasattr(attn, "q_proj") and not hasattr(mlp, "gate_proj")
     assert all(isinstance(m, Fp8Linear) for m in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj))
     for layer, weight in ((attn.qkv_proj, qkv), (mlp.down_proj, down)):
@@ -126,8 +142,7 @@ def test_tencents_layout_is_written_as_published(fp8_model):
 
 def test_tencents_layout_loads_as_published(fp8_model):
     stored = _stored(fp8_model)
-    model = _plain(fp8_model, torch.bfloat16)
-    fp8_weights.load_published(model, fp8_model, TENSOR, torch.device("cpu"))
+    model = _placed(fp8_model, TENSOR)
     for i, layer in enumerate(model.model.layers):
         for owner, fused, parts in fp8_weights.GROUPS:
             module = getattr(getattr(layer, owner), fused)
@@ -162,7 +177,7 @@ def test_published_weights_that_are_not_as_declared_are_refused(fp8_model, tmp_p
                 tensors[name] = tensor
         save_file(tensors, str(copy_dir / "model.safetensors"), metadata={"format": "pt"})
         with pytest.raises(ModelLoadError, match=says.replace("(", r"\(").replace(")", r"\)")):
-            fp8_weights.load_published(_plain(copy_dir, torch.bfloat16), copy_dir, TENSOR, torch.device("cpu"))
+            _placed(copy_dir, TENSOR)
 
 
 def test_the_engines_fp8_model_matches_a_float_reference(fp8_model):
@@ -174,8 +189,7 @@ def test_the_engines_fp8_model_matches_a_float_reference(fp8_model):
     from hymt.tiers import CPU_TIER
 
     reference = load(str(fp8_model), CPU_TIER).model  # the CPU tier's float32 weights: e4m3 * scale
-    model = _plain(fp8_model, torch.bfloat16)
-    fp8_weights.load_published(model, fp8_model, TENSOR, torch.device("cpu"))
+    model = _placed(fp8_model, TENSOR)
     config = model.config
     arena = KVArena(
         config.num_hidden_layers,

@@ -1,10 +1,11 @@
 """The fp8 tiers' weights, made at load: each layer's projections become Fp8Linear modules (engine/fp8.py), fused
-(q, k and v as one, gate and up as one, as weights.py fuses 16-bit ones) and built one layer at a time on the GPU,
-so that the card never holds a 16-bit copy of the model. The embeddings, norms and output head stay 16-bit (the
-caller moves them), as in Tencent's FP8 checkpoints, which leave the head out.
+(q, k and v as one, gate and up as one, as weights.py fuses 16-bit ones) and built on the GPU one layer at a time as
+the checkpoint is read (layerwise.py), so that neither the card nor the computer holds a 16-bit copy of the model.
+The embeddings, norms and output head stay 16-bit (the caller moves them), as in Tencent's FP8 checkpoints, which
+leave the head out.
 
-- From a bf16 checkpoint (`quantize`): each row of a weight scaled by its own amax / 448.
-- From Tencent's FP8 checkpoint (`load_published`): the e4m3 weights and their `weight_scale` read as published
+- From a bf16 checkpoint (`quantize_layer`): each row of a weight scaled by its own amax / 448.
+- From Tencent's FP8 checkpoint (`place_published`): the e4m3 weights and their `weight_scale` read as published
   from its safetensors files (transformers reads the rest); a part of a fused layer keeps its own per-tensor scale
   on its rows. The static `input_scale` is not read: the activations are quantized per token (engine/fp8.py).
 - The CPU (fp32, no FP8 arithmetic) reads such a checkpoint dequantized (`dequantize_published`): weight * scale.
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
-import time
 from pathlib import Path
 
 import torch
@@ -23,8 +22,6 @@ import torch
 from ..errors import ModelLoadError
 from ..fp8_checkpoint import Fp8Scheme
 from .fp8 import Fp8Linear
-
-log = logging.getLogger("hymt.weights")
 
 # (owner, fused name, parts): the projections each layer's fused Fp8Linear modules are made of.
 GROUPS = (
@@ -54,49 +51,39 @@ def _replace(layer, owner: str, fused: str, names: tuple[str, ...], module: Fp8L
     setattr(holder, fused, module)
 
 
-def quantize(model, device: torch.device) -> None:
-    """Replace each layer's projections (fused) by Fp8Linear modules on `device`, each row of a weight scaled by its
-    own amax / 448."""
-    started = time.perf_counter()
-    for layer in _base(model).model.layers:
-        for owner, fused, names in GROUPS:
-            weight = torch.cat([part.weight.data for part in _parts(layer, owner, names)]).to(device, torch.bfloat16)
-            _replace(layer, owner, fused, names, Fp8Linear.quantized(weight))
-            del weight
-    log.info("quantized the projections to fp8 (a scale per row) in %.1f s", time.perf_counter() - started)
+def quantize_layer(layer: torch.nn.Module, device: torch.device) -> None:
+    """Replace a decoder layer's projections (fused) by Fp8Linear modules on `device`, each row of a weight scaled by
+    its own amax / 448."""
+    for owner, fused, names in GROUPS:
+        weight = torch.cat([part.weight.data for part in _parts(layer, owner, names)]).to(device, torch.bfloat16)
+        _replace(layer, owner, fused, names, Fp8Linear.quantized(weight))
+        del weight
 
 
-def load_published(model, checkpoint: Path, scheme: Fp8Scheme, device: torch.device) -> None:
-    """Replace each layer's projections (fused) by Fp8Linear modules on `device` holding the checkpoint's own e4m3
-    weights and scales."""
-    started = time.perf_counter()
-    base = _base(model)
-    names = {module: name for name, module in base.named_modules()}
-    with _Published(checkpoint, scheme) as published:
-        for layer in base.model.layers:
-            for owner, fused, parts in GROUPS:
-                read = [published.read(names[part], part.weight.shape) for part in _parts(layer, owner, parts)]
-                weight = torch.cat([w.to(device) for w, _ in read])
-                scale = torch.cat([s for _, s in read]).to(device)
-                _replace(layer, owner, fused, parts, Fp8Linear(weight, scale))
-    log.info(
-        "read the checkpoint's fp8 projections (scaled per %s) in %.1f s",
-        scheme.strategy,
-        time.perf_counter() - started,
-    )
+def place_published(layer: torch.nn.Module, name: str, published: Published, device: torch.device) -> None:
+    """Replace decoder layer `name`'s projections (fused) by Fp8Linear modules on `device` holding the checkpoint's
+    own e4m3 weights and scales."""
+    for owner, fused, parts in GROUPS:
+        read = [
+            published.read(f"{name}.{owner}.{part}", module.weight.shape)
+            for part, module in zip(parts, _parts(layer, owner, parts))
+        ]
+        weight = torch.cat([w.to(device) for w, _ in read])
+        scale = torch.cat([s for _, s in read]).to(device)
+        _replace(layer, owner, fused, parts, Fp8Linear(weight, scale))
 
 
 def dequantize_published(model, checkpoint: Path, scheme: Fp8Scheme) -> None:
     """Each projection's weight, read as e4m3 from the checkpoint, times its scale, in the model's own dtype."""
     base = _base(model)
-    with _Published(checkpoint, scheme) as published:
+    with Published(checkpoint, scheme) as published:
         for name, module in base.named_modules():
             if isinstance(module, torch.nn.Linear) and module is not base.lm_head:
                 weight, scale = published.read(name, module.weight.shape)
                 module.weight.data = (weight.float() * scale[:, None]).to(module.weight.dtype)
 
 
-class _Published(contextlib.ExitStack):
+class Published(contextlib.ExitStack):
     """A checkpoint's safetensors files, opened as needed: a projection's e4m3 weight and its scale per row."""
 
     def __init__(self, checkpoint: Path, scheme: Fp8Scheme):

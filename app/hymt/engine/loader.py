@@ -17,8 +17,9 @@ from .. import fp8_checkpoint
 from ..checkpoint import load_config, resolve_checkpoint
 from ..errors import ModelLoadError
 from ..family import Identified, identify
+from ..fp8_checkpoint import Fp8Scheme
 from ..tiers import Tier, runs_on
-from . import fp8_weights, weights
+from . import fp8_weights, layerwise, weights
 
 if TYPE_CHECKING:
     import torch
@@ -69,7 +70,7 @@ def _quantization(tier: Tier, config):
     if quant is not None:
         return None  # a pre-quantized checkpoint (AWQ; GPTQ on the CPU) loads in its own format
     if tier.weights == "int4":
-        return None  # quantized after loading, layer by layer (weights.quantize_int4)
+        return None  # quantized layer by layer as it is read (weights.int4_layer)
     if tier.weights not in ("nf4", "int8"):
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
@@ -87,9 +88,52 @@ def _quantization(tier: Tier, config):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
+def _placement(
+    kind: str, checkpoint: Path, published: Fp8Scheme | None, device: torch.device, stack: contextlib.ExitStack
+) -> layerwise.Placement:
+    """What becomes of each layer as it is read, for weights `kind` (int4 or fp8) on `device`."""
+    if kind == "int4":
+        return layerwise.Placement(
+            layer=lambda name, layer: weights.int4_layer(layer, device),
+            head=lambda head: weights.int8_head(head, device),
+        )
+    if published is not None:
+        opened = stack.enter_context(fp8_weights.Published(checkpoint, published))
+        return layerwise.Placement(layer=lambda name, layer: fp8_weights.place_published(layer, name, opened, device))
+    return layerwise.Placement(layer=lambda name, layer: fp8_weights.quantize_layer(layer, device))
+
+
+def _read(
+    checkpoint: Path,
+    config,
+    dtype: torch.dtype,
+    quantization,
+    device_map: dict | None,
+    placement: layerwise.Placement | None,
+):
+    """transformers' model of the checkpoint; with a placement, each layer placed as soon as it has been read."""
+    from transformers import AutoModelForCausalLM
+
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        watch = stack.enter_context(layerwise.reading(placement)) if placement else None
+        model = AutoModelForCausalLM.from_pretrained(
+            checkpoint,
+            config=config,
+            dtype=dtype,
+            attn_implementation="sdpa",
+            quantization_config=quantization,
+            device_map=device_map,
+        )
+        if watch is not None:
+            watch.finish(model)
+            log.info("read %s, each layer placed as read, in %.1f s", checkpoint, time.perf_counter() - started)
+    return model
+
+
 def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     started = time.perf_counter()
     checkpoint = resolve_checkpoint(model)
@@ -111,37 +155,32 @@ def load(model: str, tier: Tier, family: str = "auto") -> Loaded:
         config = copy.deepcopy(config)
         del config.quantization_config
     quantization = _quantization(tier, config)
-    # INT4 and FP8 read the weights into the computer's memory first and quantize (or place) them on the GPU one
-    # layer at a time.
+    # INT4 and FP8 put each layer on the GPU in their own format as soon as it has been read (layerwise.py).
     by_layer = tier.device == "cuda" and (tier.weights == "fp8" or (tier.weights == "int4" and quant is None))
-    on_gpu = tier.device == "cuda" and not by_layer
+    if by_layer and tier.weights == "int4" and (missing := weights.int4_unavailable()):
+        raise ModelLoadError(missing)
     dtype = torch.float32 if tier.device == "cpu" else torch.bfloat16
+    gpu = torch.device("cuda", 0)
     try:
         # Quantization libraries print banners; stdout is the translation's (hymt translate), so they go to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), contextlib.ExitStack() as stack:
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-            model_obj = AutoModelForCausalLM.from_pretrained(
+            placement = _placement(tier.weights, checkpoint, published, gpu, stack) if by_layer else None
+            model_obj = _read(
                 checkpoint,
-                config=config,
-                dtype=dtype,
-                attn_implementation="sdpa",
-                quantization_config=quantization,
-                device_map={"": 0} if on_gpu else None,
+                config,
+                dtype,
+                quantization,
+                device_map={"": 0} if tier.device == "cuda" and not by_layer else None,
+                placement=placement,
             )
-    except torch.OutOfMemoryError:
+    except (torch.OutOfMemoryError, ModelLoadError):
         raise
     except Exception as exc:  # noqa: BLE001 - any loading failure is reported as one line
         raise ModelLoadError(f"cannot load {checkpoint}: {type(exc).__name__}: {exc}") from None
     model_obj.eval()
     if by_layer:
-        gpu = torch.device("cuda", 0)
-        if tier.weights == "int4":
-            weights.quantize_int4(model_obj, gpu)
-        elif published:
-            fp8_weights.load_published(model_obj, checkpoint, published, gpu)
-        else:
-            fp8_weights.quantize(model_obj, gpu)
-        model_obj.to("cuda:0")  # type: ignore[arg-type]  # typeshed's functools.wraps (PreTrainedModel.to) binds no self
+        model_obj.to(gpu)
     elif published:  # the CPU's float32
         fp8_weights.dequantize_published(model_obj, checkpoint, published)
 

@@ -7,20 +7,18 @@
 - INT4 (`int4` tiers): the fused matrices quantized to 4 bits per weight with a bf16 scale per group of 128, served
   by humming-kernels (vLLM's quantized-GEMM library; its kernels are compiled at run time with NVRTC, cached on
   disk, and run inside CUDA graphs). On the H200 its step took 1.87 ms at 1 row and 2.89 at 64, where
-  bitsandbytes' NF4 took 3.5 and 12.0 and torchao's tinygemm 2.4 and 31 (`bench/results/kernels.json`). The
-  checkpoint is read into the computer's memory in bf16 and quantized one layer at a time on the GPU, so the 16-bit
-  weights never need to fit on the card. The output head goes to 8 bits per weight (groups of 128, as llama.cpp's
-  Q4_K_M keeps its head in 6 bits): read at every step, in bf16 it was a tenth of the 4-bit step (1 GB of 128,167 x
-  4096 weights, 0.33 ms on the H200). A Mixture of Experts' routed experts go to 4 bits of hymt's own format
-  (experts_int4.py, read by the grouped matmul of kernels/moe.py), a few experts at a time on the GPU; its shared
-  experts and dense first layer are linear layers like any other.
+  bitsandbytes' NF4 took 3.5 and 12.0 and torchao's tinygemm 2.4 and 31 (`bench/results/kernels.json`). Each
+  layer is quantized on the GPU as soon as the checkpoint has been read to its end (layerwise.py), so the 16-bit
+  weights never need to fit on the card, nor the whole of them in the computer's memory. The output head goes to 8
+  bits per weight (groups of 128, as llama.cpp's Q4_K_M keeps its head in 6 bits): read at every step, in bf16 it
+  was a tenth of the 4-bit step (1 GB of 128,167 x 4096 weights, 0.33 ms on the H200). A Mixture of Experts'
+  routed experts go to 4 bits of hymt's own format (experts_int4.py, read by the grouped matmul of kernels/moe.py),
+  a few experts at a time on the GPU; its shared experts and dense first layer are linear layers like any other.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import logging
-import time
 
 import torch
 
@@ -28,8 +26,6 @@ from ..errors import ModelLoadError
 from .experts_int4 import Int4Experts
 from .model import dense_mlp
 from .moe import is_moe
-
-log = logging.getLogger("hymt.weights")
 
 GROUP_SIZE = 128
 
@@ -109,41 +105,42 @@ class Int8Head(torch.nn.Module):
         return self.layer(x)[..., : self.vocab]
 
 
-def quantize_int4(model, device: torch.device) -> None:
-    """Replace each layer's projections (fused) by 4-bit humming layers on `device`, and a Mixture of Experts'
-    routed experts by 4-bit ones there (Int4Experts); the model's other weights stay where they are (the caller
+def int8_head(head: torch.nn.Module, device: torch.device) -> Int8Head:
+    """The output head in 8 bits on `device`. Placed first, on an empty card: quantizing its 1 GB of 16-bit weights
+    takes more than that for a moment, which beside the quantized layers overflowed an 8 GB card."""
+    missing = int4_unavailable()
+    if missing:
+        raise ModelLoadError(missing)
+    quantized = _built(Int8Head, head.weight.data, device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return quantized
+
+
+def int4_layer(layer, device: torch.device) -> None:
+    """Replace a decoder layer's projections (fused) by 4-bit humming layers on `device`, and a Mixture of Experts'
+    routed experts by 4-bit ones there (Int4Experts); the layer's other weights stay where they are (the caller
     moves them). Raises ModelLoadError when humming-kernels is missing or its kernels cannot be built on this GPU."""
     missing = int4_unavailable()
     if missing:
         raise ModelLoadError(missing)
-    started = time.perf_counter()
-    # The head first, on an empty card: quantizing its 1 GB of 16-bit weights takes more than that for a moment,
-    # which beside the quantized layers overflowed an 8 GB card.
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    base.lm_head = _built(Int8Head, base.lm_head.weight.data, device)
-    torch.cuda.empty_cache()
-    for layer in _layers(model):
-        attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
-        if is_moe(layer.mlp):
-            experts = layer.mlp.experts
-            layer.mlp.experts = _built(Int4Experts, experts.gate_up_proj.data, experts.down_proj.data, device)
-            del experts
-        for owner, fused_name, names in (
-            (attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
-            (mlp, "gate_up_proj", ("gate_proj", "up_proj")),
-            (attn, "o_proj", ("o_proj",)),
-            (mlp, "down_proj", ("down_proj",)),
-        ):
-            weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
-            quantized = _built(_humming, weight, "uint4")
-            del weight
-            for name in names:
-                delattr(owner, name)
-            setattr(owner, fused_name, quantized)
-    log.info(
-        "quantized the projections (and any experts) to int4 and the head to int8 in %.1f s",
-        time.perf_counter() - started,
-    )
+    attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
+    if is_moe(layer.mlp):
+        experts = layer.mlp.experts
+        layer.mlp.experts = _built(Int4Experts, experts.gate_up_proj.data, experts.down_proj.data, device)
+        del experts
+    for owner, fused_name, names in (
+        (attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
+        (mlp, "gate_up_proj", ("gate_proj", "up_proj")),
+        (attn, "o_proj", ("o_proj",)),
+        (mlp, "down_proj", ("down_proj",)),
+    ):
+        weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
+        quantized = _built(_humming, weight, "uint4")
+        del weight
+        for name in names:
+            delattr(owner, name)
+        setattr(owner, fused_name, quantized)
 
 
 def _built(make, *args):

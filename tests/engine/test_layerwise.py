@@ -1,0 +1,89 @@
+"""A checkpoint read one decoder layer at a time (engine/layerwise.py), on the CPU: each layer is placed as soon as
+transformers has read it, while the layers after it are still unread; its 16-bit modules are let go; and the model
+comes out as the one read whole and quantized afterwards, for the 7B's and the MoE's tiny models (Tencent's FP8
+layout is read the same way in test_fp8.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import weakref
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from hymt.engine import fp8_weights, layerwise, loader
+from hymt.engine.fp8 import Fp8Linear
+
+CPU = torch.device("cpu")
+
+
+def _read(checkpoint, placement):
+    """As the loader reads for the GPU profiles (loader.py), on the CPU."""
+    return loader._read(checkpoint, AutoConfig.from_pretrained(checkpoint), torch.bfloat16, None, None, placement)
+
+
+def _whole(checkpoint):
+    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16).eval()
+
+
+@pytest.mark.parametrize("family", ["hunyuan-mt-7b", "hy-mt2-30b-a3b"])
+def test_each_layer_is_placed_as_soon_as_it_is_read_and_its_16_bit_weights_go(family, family_model):
+    placed = []  # (name, every weight of the part read, no weight of a later layer read)
+    sixteen_bit = []
+
+    def layer(name, part):
+        layers, _ = watch.owner(part) or (None, "")
+        later = list(layers or [])[int(name.rsplit(".", 1)[1]) + 1 :]
+        placed.append((name, _read_whole(part), all(p.is_meta for m in later for p in m.parameters())))
+        # What a placement does: the projections replaced by modules of its own, the 16-bit ones let go.
+        for owner in (part.self_attn, part.mlp):
+            for child, module in list(owner.named_children()):
+                if isinstance(module, torch.nn.Linear) or child == "experts":
+                    sixteen_bit.append(weakref.ref(module))
+                    setattr(owner, child, torch.nn.Identity())
+
+    def head(part):
+        placed.append(("lm_head", _read_whole(part), True))
+        sixteen_bit.append(weakref.ref(part))
+        return torch.nn.Linear(part.in_features, part.out_features, bias=False, dtype=torch.bfloat16)
+
+    with layerwise.reading(layerwise.Placement(layer=layer, head=head)) as watch:
+        model = AutoModelForCausalLM.from_pretrained(family_model(family), dtype=torch.bfloat16)
+        watch.finish(model)
+        gc.collect()
+        assert sixteen_bit and [ref for ref in sixteen_bit if ref() is not None] == []  # nothing holds them
+
+    count = model.config.num_hidden_layers
+    assert [name for name, _, _ in placed] == ["lm_head"] + [f"model.layers.{i}" for i in range(count)]
+    assert all(whole and first for _, whole, first in placed), placed
+    assert not any(p.is_meta for p in model.parameters())
+
+
+def _read_whole(part: torch.nn.Module) -> bool:
+    return all(not p.is_meta for p in part.parameters())
+
+
+@pytest.mark.parametrize(
+    ("family", "quantized"), [("hunyuan-mt-7b", True), ("hy-mt2-30b-a3b", False)], ids=["7b-fp8", "moe-kept"]
+)
+def test_the_model_read_layer_by_layer_is_the_model_read_whole(family, quantized, family_model):
+    """The fp8 profiles' placement (on the CPU) against the model read whole and quantized afterwards; the MoE's
+    layers kept as read, against the model read whole: the same weights and buffers, nothing made up."""
+    checkpoint = family_model(family)
+    whole = _whole(checkpoint)
+    with contextlib.ExitStack() as stack:
+        if quantized:
+            for layer in whole.model.layers:
+                fp8_weights.quantize_layer(layer, CPU)
+            placement = loader._placement("fp8", checkpoint, None, CPU, stack)
+        else:
+            placement = layerwise.Placement(layer=lambda name, layer: None)
+        streamed = _read(checkpoint, placement).eval()
+    want, got = whole.state_dict(), streamed.state_dict()
+    assert list(got) == list(want)
+    for name, tensor in want.items():
+        assert got[name].dtype == tensor.dtype and torch.equal(got[name], tensor), name
+    if quantized:
+        assert isinstance(streamed.model.layers[1].mlp.gate_up_proj, Fp8Linear)
