@@ -194,6 +194,26 @@ def test_the_file_types_are_the_servers(tmp_path, name, output, needle):
     assert needle in result.stderr
 
 
+def test_a_broken_document_is_refused_before_the_model_libraries_load(tmp_path):
+    """Reading the document comes first; torch and transformers (seconds to import) only once it holds text."""
+    (tmp_path / "broken.docx").write_bytes(b"PK\x03\x04 not a zip archive")
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hymt", "translate", "--to", "de", str(tmp_path / "broken.docx")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    said = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert result.returncode == 2 and said == [
+        "hymt: error: could not read this .docx file: it is not a zip archive (File is not a zip file)"
+    ], result.stderr[-2000:]
+    imported = {
+        line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert any(name.startswith("hymt.documents") for name in imported)  # the document was read
+    assert not {"torch", "transformers"} & imported
+
+
 def test_loading_is_announced(test_model):
     result = run("translate", "--model", str(test_model), "--to", "de", "--greedy", "-", stdin="Hello.")
     assert result.returncode == 0, result.stderr

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import detect
 from ..errors import HymtError, NotReady
@@ -19,8 +20,10 @@ from ..planner.gpu import GIB, process_gpu_memory_bytes
 from ..settings import Settings
 from ..store.backend import Backend
 from ..translation.candidates import CANDIDATE_SAMPLINGS
-from ..translation.translator import Translator, start
 from .ratelimit import Limits
+
+if TYPE_CHECKING:
+    from ..translation.translator import Translator
 
 log = logging.getLogger("hymt.service")
 
@@ -54,6 +57,10 @@ class Service:
             self.phase = text
 
         def load():
+            # Imported here: the engine imports torch (seconds), which `hymt translate` needs only once a document
+            # has been read and found to hold text.
+            from ..translation.translator import start
+
             try:
                 translator = (factory or start)(self.settings, self.decision, on_phase)
                 self.decision = translator.decision
