@@ -102,7 +102,11 @@ def test_two_clients_documents_advance_at_about_equal_rates(server):
         seen.append((a["segments_done"], b["segments_done"]))
         return a["status"] == b["status"] == "done"
 
-    wait_until(both_done, 600, server.log_path.read_text, "both documents done", interval=0.2)
+    try:
+        wait_until(both_done, 600, server.log_path.read_text, "both documents done", interval=0.2)
+    finally:  # neither left running for the module's other tests, where this one fails
+        for job, key in ((first, KEYS[0]), (second, KEYS[1])):
+            httpx.delete(f"{server.url}/api/jobs/{job['id']}", headers=auth(key))
     # Where the first had done half, the second had done about as much (each client's turn, in tokens).
     halfway = next(b for a, b in seen if a >= 80)
     assert 40 <= halfway <= 120, seen
@@ -237,6 +241,8 @@ def test_sigterm_keeps_a_running_job_for_the_next_start(test_model, tmp_path):
     first.wait_healthy()
     job = submit(first.url, lines(300))
     wait_until(lambda: status(first.url, job["id"])["segments_done"] > 0, 300, first.log_path.read_text)
+    running = status(first.url, job["id"])
+    assert running["status"] == "translating" and running["segments_done"] < running["segments_total"], running
     first.process.send_signal(signal.SIGTERM)
     assert first.process.wait(60) == 0
     first.log.close()
