@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import random_weights
+from host_memory import PeakAnonymous
 from load import SENTENCES
 
 GIB = 1024**3
@@ -36,7 +37,8 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
     decision = decision_for(settings)
     phases = []
     began = time.perf_counter()
-    translator = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))
+    with PeakAnonymous() as host:
+        translator = start(settings, decision, lambda p: phases.append((p, round(time.perf_counter() - began, 1))))
     engine = translator.engine
     record = {
         "card_gb": card,
@@ -50,6 +52,7 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
         "graphs_s": round(engine.startup.graphs_s, 1),
         "warmup": engine.startup.warmup,
         "steps": engine.startup.steps,
+        "host_peak_gb": round(host.gb, 2),  # the computer's memory start-up took, the file's pages not counted
     }
     greedy = Sampling(greedy=True)
     model = engine.runner.loaded.model

@@ -42,6 +42,39 @@ def build(directory: Path, layers: int, experts: int) -> float:
     return sum(p.numel() for p in model.parameters()) * 2 / 1e9
 
 
+class PeakAnonymous:
+    """The process's peak anonymous memory (RssAnon) above what it was on entry, in GB (1e9), sampled every 5 ms
+    while the block runs: the memory loading really takes, not the file's pages that the system can drop."""
+
+    def __init__(self) -> None:
+        self.gb = 0.0
+        self._before = self._peak = 0
+        self._running = False
+
+    @staticmethod
+    def _now() -> int:
+        status = Path("/proc/self/status").read_text()
+        return int(re.search(r"RssAnon:\s+(\d+)", status).group(1)) * 1024  # type: ignore[union-attr]
+
+    def _sample(self) -> None:
+        while self._running:
+            self._peak = max(self._peak, self._now())
+            time.sleep(0.005)
+
+    def __enter__(self) -> PeakAnonymous:
+        self._before = self._peak = self._now()
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._running = False
+        self._thread.join()
+        self._peak = max(self._peak, self._now())
+        self.gb = (self._peak - self._before) / 1e9
+
+
 def measure(way: str, checkpoint: Path) -> dict:
     """Loads `checkpoint` one `way` in this process: peak anonymous memory and seconds."""
     import torch
@@ -50,18 +83,6 @@ def measure(way: str, checkpoint: Path) -> dict:
     from hymt.engine import layerwise, loader
     from hymt.engine.experts_int4 import Int4Experts
 
-    peak = [0]
-
-    def sample() -> None:
-        while True:
-            status = Path("/proc/self/status").read_text()
-            peak[0] = max(peak[0], int(re.search(r"RssAnon:\s+(\d+)", status).group(1)))  # type: ignore[union-attr]
-            time.sleep(0.005)
-
-    threading.Thread(target=sample, daemon=True).start()
-    time.sleep(0.05)
-    before = peak[0]
-
     def place(name: str, layer) -> None:
         if hasattr(layer.mlp, "experts"):
             experts = layer.mlp.experts
@@ -69,16 +90,15 @@ def measure(way: str, checkpoint: Path) -> dict:
             layer.mlp.experts = torch.nn.Identity()
 
     started = time.perf_counter()
-    if way == "whole":
-        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
-        for i, layer in enumerate(model.model.layers):
-            place(str(i), layer)
-    else:
-        config = AutoConfig.from_pretrained(checkpoint)
-        loader._read(checkpoint, config, torch.bfloat16, None, None, layerwise.Placement(layer=place))
-    seconds = time.perf_counter() - started
-    time.sleep(0.05)
-    return {"way": way, "peak_gb": round((peak[0] - before) / 1e6, 2), "s": round(seconds, 1)}
+    with PeakAnonymous() as peak:
+        if way == "whole":
+            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
+            for i, layer in enumerate(model.model.layers):
+                place(str(i), layer)
+        else:
+            config = AutoConfig.from_pretrained(checkpoint)
+            loader._read(checkpoint, config, torch.bfloat16, None, None, layerwise.Placement(layer=place))
+    return {"way": way, "peak_gb": round(peak.gb, 2), "s": round(time.perf_counter() - started, 1)}
 
 
 def main(argv: list[str]) -> int:
