@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from hymt.engine import fp8_weights, layerwise, loader
+from hymt.engine import fp8_weights, layerwise, loader, weights
 from hymt.engine.fp8 import Fp8Linear
 
 CPU = torch.device("cpu")
@@ -87,3 +87,47 @@ def test_the_model_read_layer_by_layer_is_the_model_read_whole(family, quantized
         assert got[name].dtype == tensor.dtype and torch.equal(got[name], tensor), name
     if quantized:
         assert isinstance(streamed.model.layers[1].mlp.gate_up_proj, Fp8Linear)
+
+
+class _StandIn(torch.nn.Module):
+    """humming's layer where there is no GPU: the 16-bit weight it was given, and the format it was asked for."""
+
+    def __init__(self, weight: torch.Tensor, dtype: str):
+        super().__init__()
+        self.register_buffer("weight", weight.clone())
+        self.dtype_asked = dtype
+
+
+class _StandInExperts(torch.nn.Module):
+    """Int4Experts where the tiny model's experts are narrower than its groups of 128: what it was given."""
+
+    def __init__(self, gate_up: torch.Tensor, down: torch.Tensor, device: torch.device):
+        super().__init__()
+        self.register_buffer("gate_up", gate_up.to(device, copy=True))
+        self.register_buffer("down", down.to(device, copy=True))
+
+
+@pytest.mark.parametrize("family", ["hunyuan-mt-7b", "hy-mt2-30b-a3b"])
+def test_the_int4_placement_as_read_is_the_int4_placement_afterwards(family, family_model, monkeypatch):
+    """The int4 profiles' own placement (weights.int4_layer and int8_head) with humming and the 4-bit experts stood
+    in by modules that keep what they are given: the head in 8 bits, each layer's projections fused and 4-bit, a
+    MoE's stacked experts, as the model read whole and placed afterwards has them."""
+    monkeypatch.setattr(weights, "int4_unavailable", lambda: None)
+    monkeypatch.setattr(weights, "_humming", _StandIn)
+    monkeypatch.setattr(weights, "Int4Experts", _StandInExperts)
+    checkpoint = family_model(family)
+    whole = _whole(checkpoint)
+    whole.lm_head = weights.int8_head(whole.lm_head, CPU)
+    for layer in whole.model.layers:
+        weights.int4_layer(layer, CPU)
+    with contextlib.ExitStack() as stack:
+        streamed = _read(checkpoint, loader._placement("int4", checkpoint, None, CPU, stack)).eval()
+    want, got = whole.state_dict(), streamed.state_dict()
+    assert list(got) == list(want)
+    for name, tensor in want.items():
+        assert torch.equal(got[name], tensor), name
+    assert streamed.lm_head.layer.dtype_asked == "uint8"
+    attn = streamed.model.layers[1].self_attn
+    assert attn.qkv_proj.dtype_asked == "uint4" and not hasattr(attn, "q_proj")
+    if family == "hy-mt2-30b-a3b":
+        assert isinstance(streamed.model.layers[1].mlp.experts, _StandInExperts)
