@@ -1,12 +1,14 @@
 """A checkpoint read one decoder layer at a time (engine/layerwise.py), on the CPU: each layer is placed as soon as
 transformers has read it, while the layers after it are still unread; its 16-bit modules are let go; and the model
 comes out as the one read whole and quantized afterwards, for the 7B's and the MoE's tiny models (Tencent's FP8
-layout is read the same way in test_fp8.py)."""
+layout is read the same way in test_fp8.py). And humming's kernels built for each new layer shape as it is placed
+(weights.KernelBuilds), on threads of their own."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import weakref
 
 import pytest
@@ -15,6 +17,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from hymt.engine import fp8_weights, layerwise, loader, weights
 from hymt.engine.fp8 import Fp8Linear
+from hymt.errors import ModelLoadError
 
 CPU = torch.device("cpu")
 
@@ -131,3 +134,39 @@ def test_the_int4_placement_as_read_is_the_int4_placement_afterwards(family, fam
     assert attn.qkv_proj.dtype_asked == "uint4" and not hasattr(attn, "q_proj")
     if family == "hy-mt2-30b-a3b":
         assert isinstance(streamed.model.layers[1].mlp.experts, _StandInExperts)
+
+
+class _Called(torch.nn.Module):
+    """A layer whose first call is recorded (the thread it ran on, the input's shape), or fails."""
+
+    def __init__(self, calls: list, fails: bool = False):
+        super().__init__()
+        self.register_buffer("weight", torch.zeros(1))
+        self.calls, self.fails = calls, fails
+
+    def forward(self, x):
+        self.calls.append((threading.current_thread().name, tuple(x.shape), x.dtype))
+        if self.fails:
+            raise RuntimeError("nvrtc: no kernel for this GPU")
+        return x
+
+
+def test_each_new_shape_gets_one_first_call_on_a_thread_of_its_own():
+    calls: list = []
+    with weights.KernelBuilds() as builds:
+        builds.add(_Called(calls), (6144, 4096, 4))
+        builds.add(_Called(calls), (6144, 4096, 4))  # another layer of the same shape: built already
+        builds.add(_Called(calls), (4096, 14336, 4))
+    assert sorted(shape for _, shape, _ in calls) == [(1, 4096), (1, 14336)]
+    assert all(name.startswith("hymt-humming-build") for name, _, _ in calls)
+    assert {dtype for _, _, dtype in calls} == {torch.bfloat16}
+
+
+def test_a_kernel_that_cannot_be_built_fails_the_load_in_one_line_unless_it_failed_already():
+    with pytest.raises(ModelLoadError, match="humming-kernels cannot serve int4 on this GPU: RuntimeError: nvrtc"):
+        with weights.KernelBuilds() as builds:
+            builds.add(_Called([], fails=True), (4096, 4096, 4))
+    with pytest.raises(torch.OutOfMemoryError):  # the error the load met is the one said
+        with weights.KernelBuilds() as builds:
+            builds.add(_Called([], fails=True), (4096, 4096, 4))
+            raise torch.OutOfMemoryError("CUDA out of memory")

@@ -93,9 +93,10 @@ def _placement(
 ) -> layerwise.Placement:
     """What becomes of each layer as it is read, for weights `kind` (int4 or fp8) on `device`."""
     if kind == "int4":
+        builds = stack.enter_context(weights.KernelBuilds()) if device.type == "cuda" else None
         return layerwise.Placement(
-            layer=lambda name, layer: weights.int4_layer(layer, device),
-            head=lambda head: weights.int8_head(head, device),
+            layer=lambda name, layer: weights.int4_layer(layer, device, builds),
+            head=lambda head: weights.int8_head(head, device, builds),
         )
     if published is not None:
         opened = stack.enter_context(fp8_weights.Published(checkpoint, published))

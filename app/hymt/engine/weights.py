@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
@@ -105,7 +107,47 @@ class Int8Head(torch.nn.Module):
         return self.layer(x)[..., : self.vocab]
 
 
-def int8_head(head: torch.nn.Module, device: torch.device) -> Int8Head:
+class KernelBuilds:
+    """humming compiles a layer shape's kernels (one for each range of rows, with NVRTC, 3 to 7 s each, side by side
+    within the shape) at that shape's first call, so capturing the graphs compiled the shapes one after another: the
+    7B's five (q/k/v, o, gate/up, down, the head), the likeliest part of the 63 s by which an int4 first start's
+    graphs outlasted fp8's (90 s against 27; not yet timed apart). Here each new shape gets its first call, on one
+    row of zeros, on a thread of its own as soon as its layer is placed: the shapes compile side by side, while the
+    rest of the checkpoint is read. On leaving the block with the model read, its builds are waited for, and a kernel
+    that cannot be built on this GPU is a ModelLoadError, as one that cannot be made is; leaving on an error drops
+    the builds not begun."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hymt-humming-build")
+        self.shapes: set[tuple[int, ...]] = set()
+        self.builds: list[Future] = []
+
+    def add(self, layer: torch.nn.Module, shape: tuple[int, ...]) -> None:
+        if shape not in self.shapes:
+            self.shapes.add(shape)
+            self.builds.append(self.pool.submit(_first_call, layer, shape[1]))
+
+    def __enter__(self) -> KernelBuilds:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        try:
+            if kind is None:
+                for build in self.builds:
+                    _built(build.result)
+        finally:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _first_call(layer: torch.nn.Module, k: int) -> None:
+    device = next(itertools.chain(layer.buffers(), layer.parameters())).device
+    with torch.inference_mode():
+        layer(torch.zeros(1, k, dtype=torch.bfloat16, device=device))
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
+def int8_head(head: torch.nn.Module, device: torch.device, builds: KernelBuilds | None = None) -> Int8Head:
     """The output head in 8 bits on `device`. Placed first, on an empty card: quantizing its 1 GB of 16-bit weights
     takes more than that for a moment, which beside the quantized layers overflowed an 8 GB card."""
     missing = int4_unavailable()
@@ -114,13 +156,16 @@ def int8_head(head: torch.nn.Module, device: torch.device) -> Int8Head:
     quantized = _built(Int8Head, head.weight.data, device)
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    if builds is not None:
+        builds.add(quantized, (quantized.layer.shape_n, quantized.layer.shape_k, 8))
     return quantized
 
 
-def int4_layer(layer, device: torch.device) -> None:
+def int4_layer(layer, device: torch.device, builds: KernelBuilds | None = None) -> None:
     """Replace a decoder layer's projections (fused) by 4-bit humming layers on `device`, and a Mixture of Experts'
     routed experts by 4-bit ones there (Int4Experts); the layer's other weights stay where they are (the caller
-    moves them). Raises ModelLoadError when humming-kernels is missing or its kernels cannot be built on this GPU."""
+    moves them). Raises ModelLoadError when humming-kernels is missing or its kernels cannot be built on this GPU.
+    With `builds`, each new shape's kernels start compiling at once."""
     missing = int4_unavailable()
     if missing:
         raise ModelLoadError(missing)
@@ -137,6 +182,8 @@ def int4_layer(layer, device: torch.device) -> None:
     ):
         weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
         quantized = _built(_humming, weight, "uint4")
+        if builds is not None:
+            builds.add(quantized, (*weight.shape, 4))
         del weight
         for name in names:
             delattr(owner, name)
