@@ -197,6 +197,31 @@ def test_generated_weights_are_the_same_on_two_loads_and_hymt_loads_them_whole(s
     assert torch.equal(first["model.layers.1.mlp.e_score_correction_bias"], torch.zeros(8))
 
 
+def test_generated_weights_read_layer_by_layer_are_the_weights_read_whole(small_moe, hooked):
+    """The GPU profiles' reading (engine/layerwise.py) of a generated checkpoint, each layer placed as it is read
+    (kept here): the weights of a whole read, and the generator's setting of transformers left as it was."""
+    import os
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from hymt.engine import layerwise, loader
+
+    whole = AutoModelForCausalLM.from_pretrained(small_moe, dtype=torch.bfloat16).state_dict()
+    placed = []
+    streamed = loader._read(
+        small_moe,
+        AutoConfig.from_pretrained(small_moe),
+        torch.bfloat16,
+        None,
+        None,
+        layerwise.Placement(layer=lambda name, layer: placed.append(name)),
+    ).state_dict()
+    assert placed == [f"model.layers.{i}" for i in range(len(placed))] and len(placed) > 1
+    assert streamed.keys() == whole.keys() and all(torch.equal(streamed[name], whole[name]) for name in whole)
+    assert os.environ["HF_DEACTIVATE_ASYNC_LOAD"] == "1"
+
+
 def test_a_stored_checkpoint_loads_as_stored_beside_the_hook(test_model, hooked):
     import torch
     from safetensors.torch import load_file
