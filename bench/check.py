@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import random_weights
 from host_memory import PeakAnonymous
@@ -55,7 +56,7 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
         "host_peak_gb": round(host.gb, 2),  # the computer's memory start-up took, the file's pages not counted
     }
     greedy = Sampling(greedy=True)
-    model = engine.runner.loaded.model
+    model: Any = engine.runner.loaded.model  # then its reference in transformers, dequantized where it must be
     peak = torch.cuda.max_memory_reserved() if torch.cuda.is_available() else 0
     if identity:
         served = engine.decision.profile
@@ -65,7 +66,7 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
             model = reference(model, model_dir, engine.runner.device)
         record["reference"] = "transformers, dequantized" if model is not engine.runner.loaded.model else "transformers"
         # Greedy tokens against `generate` on the same weights; bf16 kernels differ, so count the shared prefix.
-        matches = []
+        matches: list[dict[str, Any]] = []
         for text, source, target in SENTENCES[:4]:
             job = translator.submit([(text, resolve(source))], resolve(target), greedy)
             job.wait(600)
@@ -81,10 +82,10 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
                     eos_token_id=engine.runner.loaded.stop_ids,
                     pad_token_id=engine.runner.loaded.pad_id,
                 )
-            reference = out[0, ids.shape[1] :].tolist()
+            generated = out[0, ids.shape[1] :].tolist()  # not `reference`: that is fidelity's, called again below
             same = next(
-                (i for i, (a, b) in enumerate(zip(reference, output)) if a != b),
-                min(len(reference), len(output)),
+                (i for i, (a, b) in enumerate(zip(generated, output)) if a != b),
+                min(len(generated), len(output)),
             )
             matches.append({"tokens": len(output), "same_prefix": same, "prompt_ids": request.prompt_ids})
         record["greedy_vs_generate"] = matches

@@ -23,7 +23,15 @@ def normalise(name: str) -> str:
 
 
 def requirement_name(spec: str) -> str:
-    return normalise(re.match(r"\s*([A-Za-z0-9_.-]+)", spec).group(1))
+    return normalise(_first(r"^\s*([A-Za-z0-9_.-]+)", spec))
+
+
+def _first(pattern: str, text: str, flags: int = 0) -> str:
+    """The first group of `pattern`'s first match in `text`; a ValueError where it has none."""
+    found = re.search(pattern, text, flags)
+    if found is None:
+        raise ValueError(f"no {pattern!r} in {text[:80]!r}")
+    return found.group(1)
 
 
 def applies(spec: str) -> bool:
@@ -43,7 +51,7 @@ def wheel_requirements(wheels: Path) -> dict[str, list[str]]:
         with zipfile.ZipFile(wheel) as archive:
             meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
             text = archive.read(meta).decode()
-        name = normalise(re.search(r"^Name: (.+)$", text, re.M).group(1))
+        name = normalise(_first(r"^Name: (.+)$", text, re.M))
         found[name] = [line.split(":", 1)[1] for line in text.splitlines() if line.startswith("Requires-Dist:")]
     return found
 

@@ -128,7 +128,7 @@ def _alone(ranker: Ranker) -> Callable[[str], str | None]:
 
 
 def _with_rules(ranker: Ranker) -> Callable[[str], str | None]:
-    hymt_detect._statistical = ranker  # the one step that asks a model
+    hymt_detect._statistical = ranker  # type: ignore[assignment]  # the one step that asks a model
     return _hymt()
 
 

@@ -72,7 +72,8 @@ def reference(engine_model, model_dir: Path, device: torch.device, activations: 
     # Beside the engine, outside the simulated card's share of the GPU (what `check` measures after it is freed).
     if device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(1.0, device)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    model = model.to(device).eval()  # type: ignore[arg-type]  # typeshed's functools.wraps (PreTrainedModel.to) binds no self
     base = engine_model.get_base_model() if hasattr(engine_model, "get_base_model") else engine_model
     for ours, theirs in zip(base.model.layers, model.model.layers):
         for owner, fused, names in GROUPS:

@@ -16,6 +16,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -171,7 +172,12 @@ def main() -> int:
     weights = {name: torch.randn(shape, dtype=torch.bfloat16, device="cuda") * 0.02 for name, shape in SHAPES.items()}
     weights["qkv"] = torch.cat([weights["q"], weights["k"], weights["v"]])
     weights["gate_up"] = torch.cat([weights["gate"], weights["up"]])
-    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "layers": LAYERS, "formats": {}}
+    result: dict[str, Any] = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "layers": LAYERS,
+        "formats": {},
+    }
     head = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16, device="cuda") * 0.02
     result["lm_head_bf16_ms"] = {m: round(time_graph([(bf16(head), _input(m, HIDDEN))])[0] * 1000, 3) for m in rows}
     for name in args.formats.split(","):

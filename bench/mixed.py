@@ -158,6 +158,8 @@ def hymt_mixed(url: str, mixed: Mixed) -> dict:
             documents, interactive = _beside_documents(
                 jobs, mixed, lambda: run_window(target, mixed.interactive, mixed.window_s, mixed.finish_s)
             )
+        if interactive is None:
+            raise RuntimeError("the interactive clients' window returned no record")
     except Exception as exc:  # noqa: BLE001 - a scenario that fails is a result too
         return {**record, "error": _error(exc)}
     return {**record, **_teams(interactive, alone["tok_s"], documents["tok_s"]), **documents["more"]}

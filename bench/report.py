@@ -130,7 +130,8 @@ def teams(records: list[dict]) -> list[str]:
         for engine in ENGINES[:2]:
             mixed = _find(records, card, engine, "mixed", None)
             document = _find(records, card, engine, "document", 1, via="/api/jobs")
-            if not (mixed or document):
+            row = mixed or document
+            if row is None:
                 continue
             ratio = _document_ratio(document, _find(records, card, engine, "clients", 64))
             cells = ["–"] * 5
@@ -149,7 +150,7 @@ def teams(records: list[dict]) -> list[str]:
                 if not document.get("completed"):
                     one += f", {document.get('segments_done')}/{document.get('segments_total')} by the deadline"
             lines.append(
-                f"| {card:g} GB | {engine} | {(mixed or document).get('profile')} | "
+                f"| {card:g} GB | {engine} | {row.get('profile')} | "
                 + " | ".join(cells)
                 + f" | {one} | {'–' if ratio is None else f'{ratio:.2f}'} | {_missed(mixed, ratio)} |"
             )

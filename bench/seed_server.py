@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 
@@ -46,8 +47,8 @@ def create_app(model_dir: str, card_gb: float, max_new_tokens: int) -> Starlette
             bnb_4bit_compute_dtype=torch.bfloat16,
         )
     )
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(
+    tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
+    model: Any = AutoModelForCausalLM.from_pretrained(
         model_dir, dtype=torch.bfloat16, device_map={"": device}, quantization_config=quantization
     )
     lock = asyncio.Lock()  # first come, first served

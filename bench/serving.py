@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,7 +96,7 @@ def serve_engine(
         peak = watcher.peak_gb
         deadline = args.seed_deadline if engine == "seed" else args.deadline
         target = Hymt(url)
-        planned = []
+        planned: list[tuple[str, Callable[..., dict]]] = []  # each scenario's run, its own arguments bound
         if "clients" in scenarios:
             planned += [("clients", lambda c=c, k=k: run_clients(target, c, k, deadline)) for c, k in CLIENTS]
             if engine == "seed":
