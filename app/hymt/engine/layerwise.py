@@ -63,8 +63,10 @@ class _Watch:
     def owner(self, module: torch.nn.Module) -> tuple[torch.nn.Module, str] | None:
         """The module `module` was registered in, and its name there; None for the model itself."""
         known = self.owners.get(module)
-        owner = known[0]() if known else None
-        return None if owner is None or known is None else (owner, known[1])
+        if known is None:
+            return None
+        owner = known[0]()
+        return None if owner is None else (owner, known[1])
 
     def on_parameter(self, module: torch.nn.Module, name: str, param: torch.nn.Parameter | None) -> None:
         # Called before the parameter is stored: a part read whole waits for the next parameter (or the end).

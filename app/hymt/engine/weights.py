@@ -149,10 +149,8 @@ def _first_call(layer: torch.nn.Module, k: int) -> None:
 
 def int8_head(head: torch.nn.Module, device: torch.device, builds: KernelBuilds | None = None) -> Int8Head:
     """The output head in 8 bits on `device`. Placed first, on an empty card: quantizing its 1 GB of 16-bit weights
-    takes more than that for a moment, which beside the quantized layers overflowed an 8 GB card."""
-    missing = int4_unavailable()
-    if missing:
-        raise ModelLoadError(missing)
+    takes more than that for a moment, which beside the quantized layers overflowed an 8 GB card. The caller has
+    checked int4_unavailable() once, before loading."""
     quantized = _built(Int8Head, head.weight.data, device)
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -164,11 +162,8 @@ def int8_head(head: torch.nn.Module, device: torch.device, builds: KernelBuilds 
 def int4_layer(layer, device: torch.device, builds: KernelBuilds | None = None) -> None:
     """Replace a decoder layer's projections (fused) by 4-bit humming layers on `device`, and a Mixture of Experts'
     routed experts by 4-bit ones there (Int4Experts); the layer's other weights stay where they are (the caller
-    moves them). Raises ModelLoadError when humming-kernels is missing or its kernels cannot be built on this GPU.
-    With `builds`, each new shape's kernels start compiling at once."""
-    missing = int4_unavailable()
-    if missing:
-        raise ModelLoadError(missing)
+    moves them). Raises ModelLoadError when its kernels cannot be built on this GPU (the caller has checked
+    int4_unavailable() once, before loading). With `builds`, each new shape's kernels start compiling at once."""
     attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
     if is_moe(layer.mlp):
         experts = layer.mlp.experts
