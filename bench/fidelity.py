@@ -64,8 +64,7 @@ def reference(engine_model, model_dir: Path, device: torch.device, activations: 
 
     from hymt.engine.experts_int4 import Int4Experts, dequantize
     from hymt.engine.fp8 import Fp8Linear
-    from hymt.engine.fp8_weights import GROUPS
-    from hymt.engine.model import dense_mlp
+    from hymt.engine.model import PROJECTIONS, owner_path
     from hymt.engine.moe import is_moe
     from hymt.engine.weights import Int8Head
 
@@ -76,9 +75,9 @@ def reference(engine_model, model_dir: Path, device: torch.device, activations: 
     model = model.to(device).eval()  # type: ignore[arg-type]  # typeshed's functools.wraps (PreTrainedModel.to) binds no self
     base = engine_model.get_base_model() if hasattr(engine_model, "get_base_model") else engine_model
     for ours, theirs in zip(base.model.layers, model.model.layers):
-        for owner, fused, names in GROUPS:
-            module = ours.self_attn if owner == "self_attn" else dense_mlp(ours.mlp)
-            holder = theirs.self_attn if owner == "self_attn" else dense_mlp(theirs.mlp)
+        for owner, fused, names in PROJECTIONS:
+            module = ours.get_submodule(owner_path(ours, owner))
+            holder = theirs.get_submodule(owner_path(theirs, owner))
             engine_module = getattr(module, fused) if hasattr(module, fused) else getattr(module, names[0])
             parts = [getattr(holder, name).weight.data for name in names]
             weight = _dequantized(engine_module, torch.cat(parts))

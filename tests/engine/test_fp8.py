@@ -14,8 +14,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from hymt.engine import fp8_weights, loader
+from hymt.engine import loader
 from hymt.engine.fp8 import Fp8Linear, quantize_rows
+from hymt.engine.model import PROJECTIONS
 from hymt.errors import ModelLoadError
 from hymt.fp8_checkpoint import Fp8Scheme
 
@@ -144,7 +145,7 @@ def test_tencents_layout_loads_as_published(fp8_model):
     stored = _stored(fp8_model)
     model = _placed(fp8_model, TENSOR)
     for i, layer in enumerate(model.model.layers):
-        for owner, fused, parts in fp8_weights.GROUPS:
+        for owner, fused, parts in PROJECTIONS:
             module = getattr(getattr(layer, owner), fused)
             names = [f"model.layers.{i}.{owner}.{part}" for part in parts]
             weight = torch.cat([stored[f"{n}.weight"] for n in names])

@@ -22,14 +22,7 @@ import torch
 from ..errors import ModelLoadError
 from ..fp8_checkpoint import Fp8Scheme
 from .fp8 import Fp8Linear
-
-# (owner, fused name, parts): the projections each layer's fused Fp8Linear modules are made of.
-GROUPS = (
-    ("self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj")),
-    ("mlp", "gate_up_proj", ("gate_proj", "up_proj")),
-    ("self_attn", "o_proj", ("o_proj",)),
-    ("mlp", "down_proj", ("down_proj",)),
-)
+from .model import PROJECTIONS, owner_path
 
 
 def _base(model):
@@ -37,7 +30,7 @@ def _base(model):
 
 
 def _parts(layer, owner: str, names: tuple[str, ...]) -> list[torch.nn.Linear]:
-    parts = [getattr(getattr(layer, owner), name) for name in names]
+    parts = [getattr(layer.get_submodule(owner), name) for name in names]
     for part in parts:
         if type(part) is not torch.nn.Linear or part.bias is not None:
             raise ModelLoadError(f"the fp8 profiles take linear layers without bias, not {part}")
@@ -45,7 +38,7 @@ def _parts(layer, owner: str, names: tuple[str, ...]) -> list[torch.nn.Linear]:
 
 
 def _replace(layer, owner: str, fused: str, names: tuple[str, ...], module: Fp8Linear) -> None:
-    holder = getattr(layer, owner)
+    holder = layer.get_submodule(owner)
     for name in names:
         delattr(holder, name)
     setattr(holder, fused, module)
@@ -54,7 +47,8 @@ def _replace(layer, owner: str, fused: str, names: tuple[str, ...], module: Fp8L
 def quantize_layer(layer: torch.nn.Module, device: torch.device) -> None:
     """Replace a decoder layer's projections (fused) by Fp8Linear modules on `device`, each row of a weight scaled by
     its own amax / 448."""
-    for owner, fused, names in GROUPS:
+    for path, fused, names in PROJECTIONS:
+        owner = owner_path(layer, path)
         weight = torch.cat([part.weight.data for part in _parts(layer, owner, names)]).to(device, torch.bfloat16)
         _replace(layer, owner, fused, names, Fp8Linear.quantized(weight))
         del weight
@@ -63,7 +57,8 @@ def quantize_layer(layer: torch.nn.Module, device: torch.device) -> None:
 def place_published(layer: torch.nn.Module, name: str, published: Published, device: torch.device) -> None:
     """Replace decoder layer `name`'s projections (fused) by Fp8Linear modules on `device` holding the checkpoint's
     own e4m3 weights and scales."""
-    for owner, fused, parts in GROUPS:
+    for path, fused, parts in PROJECTIONS:
+        owner = owner_path(layer, path)
         read = [
             published.read(f"{name}.{owner}.{part}", module.weight.shape)
             for part, module in zip(parts, _parts(layer, owner, parts))

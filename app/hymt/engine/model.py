@@ -124,6 +124,22 @@ def dense_mlp(mlp):
     return mlp.shared_experts if is_moe(mlp) else mlp
 
 
+# A decoder layer's projections as the fast paths hold them, fused: (owner, fused name, parts). weights.fuse joins
+# the first two in 16 bits; the int4 and fp8 profiles make all four.
+PROJECTIONS = (
+    ("self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj")),
+    ("mlp", "gate_up_proj", ("gate_proj", "up_proj")),
+    ("self_attn", "o_proj", ("o_proj",)),
+    ("mlp", "down_proj", ("down_proj",)),
+)
+
+
+def owner_path(layer, owner: str) -> str:
+    """Where PROJECTIONS' `owner` is in `layer`: its attention, or its dense MLP (a Mixture of Experts' shared
+    expert)."""
+    return "mlp.shared_experts" if owner == "mlp" and is_moe(layer.mlp) else owner
+
+
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 

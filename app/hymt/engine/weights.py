@@ -26,7 +26,7 @@ import torch
 
 from ..errors import ModelLoadError
 from .experts_int4 import Int4Experts
-from .model import dense_mlp
+from .model import PROJECTIONS, owner_path
 from .moe import is_moe
 
 GROUP_SIZE = 128
@@ -42,10 +42,9 @@ def fuse(model) -> bool:
     (quantized or wrapped layers keep their own modules). A Mixture of Experts' shared expert is fused as a dense
     MLP is; its routed experts are stacked already (gate and up in one matrix per expert)."""
     for layer in _layers(model):
-        attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
-        if hasattr(attn, "qkv_proj"):  # fused already (int4 quantizes the fused matrices)
+        if hasattr(layer.self_attn, "qkv_proj"):  # fused already (int4 quantizes the fused matrices)
             return False
-        groups = ((attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")), (mlp, "gate_up_proj", ("gate_proj", "up_proj")))
+        groups = [(layer.get_submodule(owner_path(layer, o)), f, n) for o, f, n in PROJECTIONS if len(n) > 1]
         for owner, _, names in groups:
             for name in names:
                 module = getattr(owner, name)
@@ -164,17 +163,12 @@ def int4_layer(layer, device: torch.device, builds: KernelBuilds | None = None) 
     routed experts by 4-bit ones there (Int4Experts); the layer's other weights stay where they are (the caller
     moves them). Raises ModelLoadError when its kernels cannot be built on this GPU (the caller has checked
     int4_unavailable() once, before loading). With `builds`, each new shape's kernels start compiling at once."""
-    attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
     if is_moe(layer.mlp):
         experts = layer.mlp.experts
         layer.mlp.experts = _built(Int4Experts, experts.gate_up_proj.data, experts.down_proj.data, device)
         del experts
-    for owner, fused_name, names in (
-        (attn, "qkv_proj", ("q_proj", "k_proj", "v_proj")),
-        (mlp, "gate_up_proj", ("gate_proj", "up_proj")),
-        (attn, "o_proj", ("o_proj",)),
-        (mlp, "down_proj", ("down_proj",)),
-    ):
+    for path, fused_name, names in PROJECTIONS:
+        owner = layer.get_submodule(owner_path(layer, path))
         weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
         quantized = _built(_humming, weight, "uint4")
         if builds is not None:
