@@ -508,7 +508,7 @@ def test_page_modules_load_as_javascript_without_errors(browser, server):
     )
     pg.goto(server.url + "/?source=en&target=de&q=Hello%20world.")
     pg.wait_for_function(IDLE)
-    assert pg.get_attribute("script[src='/static/main.js']", "type") == "module"  # theme-early.js: classic
+    assert pg.get_attribute("script[src='/static/main.js']", "type") == "module"  # early.js: classic
     assert set(scripts) == {p.name for p in UI_DIR.glob("*.js")}
     for name, (status, media_type) in scripts.items():
         assert status == 200 and media_type.split(";")[0] in ("text/javascript", "application/javascript"), name
@@ -978,6 +978,43 @@ def test_the_page_speaks_the_browsers_language_and_another_one_picked(browser, s
     context, pg = new_page(browser, server.url + "/", locale="ja-JP")  # a language the page lacks: English
     try:
         assert pg.input_value("#page-language") == "en" and pg.inner_text("#translate") == "Translate"
+    finally:
+        context.close()
+
+
+HIDDEN = "getComputedStyle(document.body).visibility === 'hidden'"
+
+
+def _holder(held: list):
+    return lambda route: held.append(route)
+
+
+def test_a_page_in_another_language_never_shows_english_first(browser, server):
+    """A saved language (or the browser's) other than English: the page is hidden until i18n.js (held here) has
+    worded it; in English nothing waits; and a module that never runs leaves the page shown, in English."""
+    for saved, locale, waits in (("de", "en-US", True), (None, "zh-CN", True), ("en", "de-DE", False)):
+        context = browser.new_context(locale=locale)
+        if saved:
+            context.add_init_script(f"localStorage.setItem('hymt-page-language', '{saved}')")
+        held: list = []
+        context.route("**/static/main.js", _holder(held))
+        try:
+            pg = context.new_page()
+            pg.goto(server.url + "/", wait_until="commit")
+            pg.wait_for_function("document.readyState === 'interactive'")  # parsed, its module not run (held)
+            assert held and pg.evaluate(HIDDEN) is waits, (saved, locale)
+            held[0].continue_()
+            pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+            assert not pg.evaluate(HIDDEN)
+            assert pg.inner_text("#translate") == {"de": "Übersetzen", None: "翻译", "en": "Translate"}[saved]
+        finally:
+            context.close()
+    context = browser.new_context(locale="de-DE")
+    context.route("**/static/main.js", lambda route: route.abort())
+    try:
+        pg = context.new_page()
+        pg.goto(server.url + "/")  # to its load event
+        assert not pg.evaluate(HIDDEN) and pg.inner_text("#translate") == "Translate"
     finally:
         context.close()
 

@@ -45,6 +45,7 @@ function setLanguage(code) {
     else worded.delete(el);
   }
   for (const listener of listeners) listener();
+  document.documentElement.classList.remove("wording");  // early.js hid the page until its words were in
 }
 
 function browserLanguage() {

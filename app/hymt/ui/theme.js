@@ -1,5 +1,5 @@
 // Light, dark, or the system's theme (the default): chosen in the header, remembered in this browser. The style
-// follows the system unless <html data-theme> names a theme; theme-early.js sets it from storage before the page
+// follows the system unless <html data-theme> names a theme; early.js sets it from storage before the page
 // is first drawn.
 import { $ } from "./state.js";
 
