@@ -127,7 +127,7 @@ async def upload(request: Request) -> JSONResponse:
 async def status(request: Request) -> JSONResponse:
     record = await _document(request)
     state = {JobState.CANCELLED: "error"}.get(record.state, record.state.value)
-    view = jobs.job_json(request, record)
+    view = await jobs.job_json(request, record)
     body: dict = {"document_id": record.id, "status": state}
     if record.state == JobState.TRANSLATING and view["seconds_remaining"] is not None:
         body["seconds_remaining"] = round(view["seconds_remaining"])

@@ -50,7 +50,7 @@ async def translate_file_stream(request: Request) -> Response:
                         yield sse.event("progress", {"done": total, "total": total, "seconds_remaining": 0})
                     yield sse.event("done", jobs.file_answer(request, done))
                     return
-                view = jobs.job_json(request, now)
+                view = await jobs.job_json(request, now)
                 state = (view["status"], view["queue_position"], view["segments_done"])
                 if state != told:
                     told = state

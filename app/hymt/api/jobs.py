@@ -148,9 +148,12 @@ def file_answer(request: Request, record: JobRecord) -> dict:
     return {"translatedFileUrl": url, "name": record.name, **json.loads(record.report or "{}")}
 
 
-def job_json(request: Request, record: JobRecord) -> dict:
+async def job_json(request: Request, record: JobRecord) -> dict:
+    """A job as /api/jobs answers it; a queued job's position read from the store off the event loop (a query,
+    on PostgreSQL a round trip)."""
     worker, store = _worker(request), _store(request)
     done = record.state == JobState.DONE
+    queued = record.state == JobState.QUEUED
     return {
         "id": record.id,
         "status": record.state.value,
@@ -159,7 +162,7 @@ def job_json(request: Request, record: JobRecord) -> dict:
         "target": record.target,
         "segments_done": record.segments_total if done else worker.segments_done(record),
         "segments_total": record.segments_total,
-        "queue_position": store.queue_position(record.id) if record.state == JobState.QUEUED else None,
+        "queue_position": await run_in_threadpool(store.queue_position, record.id) if queued else None,
         "seconds_remaining": worker.seconds_remaining(record) if record.state == JobState.TRANSLATING else None,
         "billed_characters": record.billed_characters,
         "created_at": _iso(record.created_at),
@@ -187,12 +190,12 @@ async def jobs(request: Request) -> JSONResponse:
     if request.method == "POST":
         service, data = await read(request)
         record = await accept(request, service, upload_of(data, service), "jobs")
-        return JSONResponse(job_json(request, record), status_code=202)
+        return JSONResponse(await job_json(request, record), status_code=202)
     settings, limits = request.app.state.service.settings, request.app.state.service.limits
     await parsing.read_request(request, settings, limits)
     owner = parsing.caller(request).key_hash
     records = await run_in_threadpool(_store(request).list, owner)
-    return JSONResponse({"jobs": [job_json(request, r) for r in records]})
+    return JSONResponse({"jobs": [await job_json(request, r) for r in records]})
 
 
 async def job(request: Request) -> JSONResponse:
@@ -201,7 +204,7 @@ async def job(request: Request) -> JSONResponse:
     record = await owned(request, request.path_params["job_id"])
     if request.method == "DELETE" and not record.finished:
         record = await _worker(request).cancel(record.id) or record
-    return JSONResponse(job_json(request, record))
+    return JSONResponse(await job_json(request, record))
 
 
 async def job_result(request: Request) -> Response:
