@@ -20,7 +20,7 @@ import torch
 
 from hymt.engine import kernels
 from hymt.engine.kernels.sampling import BLOCK, TOP, _vocabulary_pass
-from hymt.engine.sampler import CAPTURED_TOP_K, Sampler
+from hymt.engine.sampler import CAPTURED_TOP_K, Newcomer, Sampler
 from hymt.engine.sampling_params import Sampling
 
 
@@ -52,8 +52,7 @@ def main() -> int:
     results = {"gpu": torch.cuda.get_device_name(0), "vocab": args.vocab, "rows": {}}
     for rows in (1, 4, 16, 64):
         sampler = Sampler(rows, args.vocab, stop_ids=[1], device=device)
-        for row in range(rows):
-            sampler.admit(row, Sampling(), 0, 0, list(range(0, 2000, 7)))
+        sampler.admit([Newcomer(row, Sampling(), 0, 0, list(range(0, 2000, 7))) for row in range(rows)])
         logits = torch.randn(rows, args.vocab, device=device, dtype=torch.bfloat16) * 3
         index = torch.arange(rows, device=device)
         # A bound past CAPTURED_TOP_K takes the torch path, with the same rows.
@@ -68,8 +67,8 @@ def main() -> int:
                 x, i, s.seen, s.floats[2], s.ints[1], s.ints[2], s.stop_mask, (c, s.floats[3]), BLOCK, TOP
             )
         )
-        for row in range(rows):  # the same rows greedy: each block's best alone, no sort
-            sampler.admit(row, Sampling(greedy=True), 0, 0, list(range(0, 2000, 7)))
+        # The same rows greedy: each block's best alone, no sort.
+        sampler.admit([Newcomer(row, Sampling(greedy=True), 0, 0, list(range(0, 2000, 7))) for row in range(rows)])
         greedy = graph_us(lambda s=sampler, x=logits, i=index: s.sample(x, i, CAPTURED_TOP_K))
         results["rows"][rows] = {
             "kernels_us": kernel,

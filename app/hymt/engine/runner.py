@@ -27,7 +27,7 @@ from .loader import Loaded
 from .model import Batch, Decoder
 from .prefill import PrefillGraphs
 from .requests import Request
-from .sampler import CAPTURED_TOP_K, Sampler
+from .sampler import CAPTURED_TOP_K, Newcomer, Sampler
 from .scheduler import Chunk
 from .sequence import Sequence
 
@@ -160,12 +160,12 @@ class ModelRunner:
         runs the step where one fits it (unless `eager`)."""
         started = time.perf_counter()
         self._use_adapter(chunks[0].seq.adapter)
-        for chunk in chunks:
-            seq = chunk.seq
-            if chunk.start == 0:
-                self.sampler.admit(
-                    seq.row, seq.sampling, seq.min_new_tokens, len(seq.output_ids), seq.prompt_ids + seq.output_ids
-                )
+        self.sampler.admit(
+            [
+                Newcomer(s.row, s.sampling, s.min_new_tokens, len(s.output_ids), s.prompt_ids + s.output_ids)
+                for s in (c.seq for c in chunks if c.start == 0)
+            ]
+        )
         graphs = self.prefill_graphs
         if not eager and graphs is not None and graphs.fits(chunks):
             tokens = graphs.run(chunks)

@@ -15,6 +15,8 @@ on the device that each step advances; the pass over the vocabulary up to the gr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from . import kernels
@@ -22,6 +24,17 @@ from .sampling_params import Sampling
 
 # Top-k beyond this (or none) cannot be captured with a fixed shape; such rows sample in an uncaptured step.
 CAPTURED_TOP_K = kernels.TOP
+
+
+@dataclass(frozen=True)
+class Newcomer:
+    """A segment taking a row: its settings, and the tokens it has seen (prompt and what it generated)."""
+
+    row: int
+    sampling: Sampling
+    min_new_tokens: int
+    generated: int
+    token_ids: list[int]
 
 
 class Sampler:
@@ -42,17 +55,29 @@ class Sampler:
         # The kernels' draw: from torch's generator once, so that torch.manual_seed makes it repeat.
         self.seed = torch.randint(2**62, (1,)).to(device)
 
-    def admit(self, row: int, sampling: Sampling, min_new_tokens: int, generated: int, token_ids: list[int]) -> None:
-        """A segment takes the row: its settings, and the tokens it has seen (prompt and what it generated)."""
-        top_k = min(sampling.top_k, self.vocab_size) if sampling.top_k > 0 else self.vocab_size
-        self.top_k[row] = top_k
-        temperature = sampling.temperature if sampling.temperature > 0 else 1.0
-        self.floats[:, row] = torch.tensor(
-            [temperature, sampling.top_p, sampling.repetition_penalty, float(sampling.greedy)]
-        )
-        self.ints[:, row] = torch.tensor([top_k, min_new_tokens, generated])
-        self.seen[row].zero_()
-        self.seen[row, torch.tensor(token_ids, device=self.device)] = True
+    def admit(self, newcomers: list[Newcomer]) -> None:
+        """Segments take their rows: their settings, and the tokens each has seen (prompt and what it generated).
+        One copy to the device for each kind of value, whatever the number of newcomers (a prefill step gathers
+        several), where each newcomer's own copies were a dozen small transfers and launches."""
+        if not newcomers:
+            return
+        floats, ints = [], []
+        seen_rows: list[int] = []
+        seen_ids: list[int] = []
+        for n in newcomers:
+            top_k = min(n.sampling.top_k, self.vocab_size) if n.sampling.top_k > 0 else self.vocab_size
+            self.top_k[n.row] = top_k
+            temperature = n.sampling.temperature if n.sampling.temperature > 0 else 1.0
+            floats.append([temperature, n.sampling.top_p, n.sampling.repetition_penalty, float(n.sampling.greedy)])
+            ints.append([top_k, n.min_new_tokens, n.generated])
+            seen_rows += [n.row] * len(n.token_ids)
+            seen_ids += n.token_ids
+        rows = torch.tensor([n.row for n in newcomers], device=self.device)
+        self.floats[:, rows] = torch.tensor(floats, dtype=torch.float32).to(self.device).T
+        self.ints[:, rows] = torch.tensor(ints, dtype=torch.long).to(self.device).T
+        self.seen.index_fill_(0, rows, False)
+        seen = torch.tensor([seen_rows, seen_ids], dtype=torch.long).to(self.device)
+        self.seen[seen[0], seen[1]] = True
 
     def capturable(self, rows: list[int]) -> bool:
         return all(self.top_k[r] <= CAPTURED_TOP_K for r in rows)
