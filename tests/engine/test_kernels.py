@@ -342,7 +342,7 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
     bias; one expert takes every token, so its run fills more than a block), sizes that are no multiple of the
     blocks, and for 40 tokens with the block sizes a prefill gets: the grouped matmuls against each slot's expert
     taken one by one in torch, as transformers' eager experts compute them; the alignment puts every slot once,
-    and each block's slots are its expert's."""
+    and each block's slots are its expert's. For 1 and 2 tokens the matvec by slot that a decoding step takes."""
     import torch.nn.functional as F
 
     from hymt.engine import kernels
@@ -357,7 +357,8 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
     bias = torch.zeros(experts, device=device)
     bias[5] = 2.0  # every token takes expert 5
     small = {"block_m": 16, "block_n": 32, "block_k": 32}
-    for tokens, sizes in ((9, small), (1, small), (40, {})):
+    # Two tokens or fewer (no more slots than experts) take the matvec by slot; more, the grouped matmuls.
+    for tokens, sizes in ((9, small), (1, small), (40, {}), (1, {}), (2, {})):
         x = torch.randn(tokens, hidden, device=device).to(dtype)
         weights, index = route(x, router, bias, top_k, 2.826)
         slots, block_experts, padded = align_by_expert(index, experts, 8)
@@ -403,12 +404,15 @@ def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
     router = torch.randn(experts, hidden, device=device) / hidden**0.5
     bias = torch.zeros(experts, device=device)
     bias[5] = 2.0
-    for tokens in (9, 1):
+    for tokens in (9, 2, 1):
         x = torch.randn(tokens, hidden, device=device).to(dtype)
         weights, index = route(x, router, bias, top_k, 2.826)
         want = module(x, index, weights)
-        got = kernels.fused_experts(x, module.gate_up, module.down, index, weights, block_m=16, block_n=32, block_k=128)
-        assert got.dtype == dtype and torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4)), tokens
+        grouped = {"block_m": 16, "block_n": 32, "block_k": 128}
+        for sizes in (grouped, {}):  # the grouped matmuls, and the rule's choice (by slot for 2 tokens and 1)
+            got = kernels.fused_experts(x, module.gate_up, module.down, index, weights, **sizes)
+            close = torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4))
+            assert got.dtype == dtype and close, (tokens, sizes)
     # The MoE block hands the 4-bit experts to the kernels as it does transformers' (the shared expert left out).
     layer = SimpleNamespace(
         gate=SimpleNamespace(weight=router), e_score_correction_bias=bias, experts=module, shared_experts=None

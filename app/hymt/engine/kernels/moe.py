@@ -7,7 +7,11 @@ top-k slots of a token are summed in float32 after, in a fixed order (no atomics
 
 Every shape follows from the number of tokens alone, and nothing is read back to the host: a decoding step runs it
 inside its CUDA graph; the programs of blocks past the padded total return at once. Prefill runs the same kernels.
-The block sizes are a first choice by rule (`block_sizes`), not yet timed on a GPU.
+The block sizes are a first choice by rule (`block_sizes`), not yet timed on a GPU. A step of no more slots than
+experts (a decoding step of a few rows) takes a matvec by slot instead, each slot reading its own expert's weights,
+with no sorting: a one-row step's experts are 19 MB of 4-bit weights, a few microseconds of reading, beside which the
+sorting's dozen small kernels are the larger cost (the 30B-A3B's one-row step took 9.65 ms on an H100 with them; this
+path is not yet timed on a GPU).
 
 The experts' weights come 16-bit (transformers' stacked [E, N, K] tensors) or in 4 bits (`Int4Weights`, made by
 engine/experts_int4.py): groups of 128 along K with a bf16 scale and minimum each (w = q * scale + minimum, q in
@@ -128,6 +132,71 @@ if AVAILABLE:
             mask=real[:, None] & (n < N)[None, :],
         )
 
+    @triton.jit
+    def _expert_gemv(
+        A,
+        W,
+        Scales,
+        Minimums,
+        C,
+        Index,
+        RouteWeights,
+        N,
+        K,
+        stride_a,
+        stride_we,
+        stride_wn,
+        stride_se,
+        stride_sn,
+        stride_c,
+        ROWS_PER_INPUT: tl.constexpr,
+        GATED: tl.constexpr,
+        WEIGHTED: tl.constexpr,
+        INT4: tl.constexpr,
+        GROUP: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
+        """_expert_gemm's product for one slot a program (its expert read from Index, no sorting), as a matvec: the
+        BLOCK_N outputs of the slot's row against its expert's weights, the same inputs, weights rounded to A's
+        dtype, and result as the grouped matmul's."""
+        wait_for_inputs(PDL)
+        slot = tl.program_id(0)
+        row = (slot // ROWS_PER_INPUT).to(tl.int64)
+        expert = tl.load(Index + slot).to(tl.int64)
+        n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        k = tl.arange(0, BLOCK_K)
+        real = tl.full([1], 1, tl.int1)
+        inputs = A + row * stride_a
+        weights = W + expert * stride_we + n[:, None].to(tl.int64) * stride_wn
+        acc = tl.zeros([BLOCK_N], tl.float32)
+        if INT4:
+            half = K // 2
+            scales = Scales + expert * stride_se + n[:, None].to(tl.int64) * stride_sn
+            minimums = Minimums + expert * stride_se + n[:, None].to(tl.int64) * stride_sn
+            for first in range(0, half, BLOCK_K):
+                cols = first + k
+                inside = (n < N)[:, None] & (cols < half)[None, :]
+                packed = tl.load(weights + cols[None, :], mask=inside, other=0)
+                a = _input_tile(inputs, cols, K, real, GATED).to(tl.float32)
+                w = _int4_tile(packed & 15, scales, minimums, (cols // GROUP)[None, :], inside)
+                acc += tl.sum(w.to(A.dtype.element_ty).to(tl.float32) * a, axis=1)
+                a = _input_tile(inputs, half + cols, K, real, GATED).to(tl.float32)
+                w = _int4_tile(packed >> 4, scales, minimums, ((half + cols) // GROUP)[None, :], inside)
+                acc += tl.sum(w.to(A.dtype.element_ty).to(tl.float32) * a, axis=1)
+        else:
+            for first in range(0, K, BLOCK_K):
+                cols = first + k
+                a = _input_tile(inputs, cols, K, real, GATED).to(tl.float32)
+                w = tl.load(weights + cols[None, :], mask=(n < N)[:, None] & (cols < K)[None, :], other=0.0)
+                acc += tl.sum(w.to(A.dtype.element_ty).to(tl.float32) * a, axis=1)
+        if WEIGHTED:
+            out = acc.to(A.dtype.element_ty).to(tl.float32) * tl.load(RouteWeights + slot)
+        else:
+            out = acc
+        tl.store(C + slot.to(tl.int64) * stride_c + n, out.to(C.dtype.element_ty), mask=n < N)
+
 
 @dataclass(frozen=True)
 class Int4Weights:
@@ -199,10 +268,12 @@ def fused_experts(
             f"fused_experts: x {tuple(x.shape)}, gate_up {tuple(gate_up.shape)} and down {tuple(down.shape)} "
             f"do not fit together for {tokens} tokens"
         )
-    if block_m is None:
-        sizes = block_sizes(tokens * top_k, num_experts)
-        block_m, block_n, block_k, num_warps = (sizes[key] for key in ("block_m", "block_n", "block_k", "num_warps"))
     num_slots = tokens * top_k
+    if block_m is None:
+        if num_slots <= num_experts:
+            return _experts_by_slot(x, gate_up, down, index, weights)
+        sizes = block_sizes(num_slots, num_experts)
+        block_m, block_n, block_k, num_warps = (sizes[key] for key in ("block_m", "block_n", "block_k", "num_warps"))
     slots, block_experts, padded = align_by_expert(index, num_experts, block_m)
     blocks = slots.shape[0] // block_m
     route = weights.reshape(-1).float().contiguous()
@@ -211,11 +282,7 @@ def fused_experts(
     out = torch.empty((num_slots, hidden), dtype=torch.float32, device=x.device)
     for a, w, c, rows_per_input, gated in ((x, gate_up, hidden_up, top_k, False), (hidden_up, down, out, 1, True)):
         _, n, k = w.shape
-        if isinstance(w, Int4Weights):
-            matrix, scales, minimums, group = w.packed, w.scales, w.minimums, w.group
-        else:  # no scales: the matrix stands in for the pointers the kernel does not read
-            matrix, group = w.contiguous(), 1
-            scales = minimums = matrix
+        matrix, scales, minimums, group = _pointers(w)
         common.launch(
             _expert_gemm,
             (blocks, triton.cdiv(n, block_n)),
@@ -246,5 +313,66 @@ def fused_experts(
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             num_warps=num_warps,
+        )
+    return out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
+
+
+def _pointers(w: torch.Tensor | Int4Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """The matrix, scales, minimums and group the kernels take; a 16-bit matrix stands in for the pointers they do
+    not read."""
+    if isinstance(w, Int4Weights):
+        return w.packed, w.scales, w.minimums, w.group
+    matrix = w.contiguous()
+    return matrix, matrix, matrix, 1
+
+
+def _experts_by_slot(
+    x: torch.Tensor,
+    gate_up: torch.Tensor | Int4Weights,
+    down: torch.Tensor | Int4Weights,
+    index: torch.Tensor,
+    weights: torch.Tensor,
+    block_n: int = 32,
+    block_k: int = 128,
+) -> torch.Tensor:
+    """fused_experts for a decoding step's few slots (no more than the experts, so most experts take one slot or
+    none): each slot a matvec against its own expert's weights, with no sorting by expert and the dozen small
+    kernels it takes (align_by_expert), whose fixed cost is most of a one-row step's experts."""
+    tokens, top_k = index.shape
+    num_slots, two_i, hidden = tokens * top_k, gate_up.shape[1], x.shape[1]
+    experts = index.reshape(-1).contiguous()
+    route = weights.reshape(-1).float().contiguous()
+    x = x.contiguous()
+    hidden_up = torch.empty((num_slots, two_i), dtype=x.dtype, device=x.device)
+    out = torch.empty((num_slots, hidden), dtype=torch.float32, device=x.device)
+    for a, w, c, rows_per_input, gated in ((x, gate_up, hidden_up, top_k, False), (hidden_up, down, out, 1, True)):
+        _, n, k = w.shape
+        matrix, scales, minimums, group = _pointers(w)
+        common.launch(
+            _expert_gemv,
+            (num_slots, triton.cdiv(n, block_n)),
+            a,
+            matrix,
+            scales,
+            minimums,
+            c,
+            experts,
+            route,
+            n,
+            k,
+            a.stride(0),
+            matrix.stride(0),
+            matrix.stride(1),
+            scales.stride(0),
+            scales.stride(1),
+            c.stride(0),
+            ROWS_PER_INPUT=rows_per_input,
+            GATED=gated,
+            WEIGHTED=gated,
+            INT4=isinstance(w, Int4Weights),
+            GROUP=group,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            num_warps=4,
         )
     return out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
