@@ -91,8 +91,16 @@ def check(model_dir: Path, card: float, profile: str, identity: bool, rows: tupl
         record["greedy_vs_generate"] = matches
         prompts = [m["prompt_ids"] for m in matches]
         record["logits_vs_transformers"] = compare_logits(engine, model, prompts)
-        if served.startswith("fp8"):  # what quantizing the activations alone costs: against the weights' reference
+        if served.startswith("fp8"):
+            # The floor the engine's distance is read against: the W8A8 reference against itself, its quantized
+            # inputs moved by up to a bf16 unit (fidelity._jittered_quantized_input).
+            exact = [_logits(model, ids) for ids in prompts]
             model = None  # one reference on the GPU at a time
+            torch.manual_seed(0)
+            model = reference(engine.runner.loaded.model, model_dir, engine.runner.device, jitter=True)
+            record["w8a8_rounding_floor"] = [_agreement(_logits(model, ids), e) for ids, e in zip(prompts, exact)]
+            model = None
+            # What quantizing the activations alone costs: against the weights' reference.
             model = reference(engine.runner.loaded.model, model_dir, engine.runner.device, activations=False)
             record["logits_vs_weights_only"] = compare_logits(engine, model, prompts)
         for m in matches:
@@ -150,14 +158,24 @@ def compare_logits(engine, model, prompts: list[list[int]]) -> list[dict]:
             spans=[(0, n, 1, n)],
         )
         ours = runner.decoder.forward(batch)[0].float()
-        with torch.inference_mode():
-            theirs = model(torch.tensor([ids], device=device)).logits[0, -1].float()
-        results.append(
-            {
-                "relative_error": round(((ours - theirs).norm() / theirs.norm()).item(), 5),
-                "cosine": round(torch.nn.functional.cosine_similarity(ours, theirs, dim=0).item(), 6),
-                "same_top1": bool(ours.argmax() == theirs.argmax()),
-                "top10_shared": len(set(ours.topk(10).indices.tolist()) & set(theirs.topk(10).indices.tolist())),
-            }
-        )
+        results.append(_agreement(ours, _logits(model, ids)))
     return results
+
+
+def _logits(model, ids: list[int]):
+    """transformers' next-token logits after `ids` (float32)."""
+    import torch
+
+    with torch.inference_mode():
+        return model(torch.tensor([ids], device=model.device)).logits[0, -1].float()
+
+
+def _agreement(ours, theirs) -> dict:
+    import torch
+
+    return {
+        "relative_error": round(((ours - theirs).norm() / theirs.norm()).item(), 5),
+        "cosine": round(torch.nn.functional.cosine_similarity(ours, theirs, dim=0).item(), 6),
+        "same_top1": bool(ours.argmax() == theirs.argmax()),
+        "top10_shared": len(set(ours.topk(10).indices.tolist()) & set(theirs.topk(10).indices.tolist())),
+    }

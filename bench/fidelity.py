@@ -9,7 +9,9 @@ quantization itself.
   4-bit experts through hymt's own dequantization (experts_int4.dequantize, what its kernel test checks against).
 - fp8: each Fp8Linear's e4m3 weight times its scale; with `activations`, each projection's input quantized per
   token as the engine's is (torch's arithmetic, engine/fp8.quantize_rows, where the engine runs a Triton kernel), so
-  that what remains is the engine's arithmetic; without, the distance W8A8 puts between the model and its weights.
+  that what remains is the engine's arithmetic; without, the distance W8A8 puts between the model and its weights;
+  with `jitter`, each quantized input moved by up to one bf16 unit before its rounding, so that the reference against
+  its jittered self says how far apart rounding alone puts two correct W8A8 computations on these weights.
 """
 
 from __future__ import annotations
@@ -56,10 +58,24 @@ def _quantized_input(module, args):
     return ((q.float() * scale).to(x.dtype).reshape(x.shape),)
 
 
-def reference(engine_model, model_dir: Path, device: torch.device, activations: bool = True) -> torch.nn.Module:
+def _jittered_quantized_input(module, args):
+    """_quantized_input after moving each entry by -1, 0 or +1 unit in the last place of bf16 at random: the
+    rounding differences two correct implementations of the layers before (fused kernels, another order of
+    operations) put into the activations, which the e4m3 rounding then sometimes takes a whole e4m3 step apart."""
+    (x,) = args
+    wide = x.float()
+    unit = torch.ldexp(torch.ones_like(wide), torch.frexp(wide).exponent - 8)  # bf16 keeps 8 significant bits
+    moved = (wide + torch.randint_like(wide, -1, 2) * unit).to(x.dtype)
+    return _quantized_input(module, (moved,))
+
+
+def reference(
+    engine_model, model_dir: Path, device: torch.device, activations: bool = True, jitter: bool = False
+) -> torch.nn.Module:
     """transformers' model of `model_dir` in bf16 on `device`, with the weights `engine_model` quantized replaced by
     their dequantized values (and, for fp8 with `activations`, the inputs of those projections quantized per token
-    as the engine quantizes them)."""
+    as the engine quantizes them; with `jitter`, moved by up to a bf16 unit first: how far rounding alone puts
+    two W8A8 computations of the same model apart)."""
     from transformers import AutoModelForCausalLM
 
     from hymt.engine.experts_int4 import Int4Experts, dequantize
@@ -86,7 +102,8 @@ def reference(engine_model, model_dir: Path, device: torch.device, activations: 
             for name, rows in zip(names, weight.split([p.shape[0] for p in parts])):
                 getattr(holder, name).weight.data.copy_(rows.to(torch.bfloat16))
                 if activations and isinstance(engine_module, Fp8Linear):
-                    getattr(holder, name).register_forward_pre_hook(_quantized_input)
+                    hook = _jittered_quantized_input if jitter else _quantized_input
+                    getattr(holder, name).register_forward_pre_hook(hook)
         if is_moe(ours.mlp) and isinstance(ours.mlp.experts, Int4Experts):
             experts, packed = theirs.mlp.experts, ours.mlp.experts
             for e in range(experts.gate_up_proj.shape[0]):

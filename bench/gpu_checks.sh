@@ -45,6 +45,6 @@ for pair in ${profiles[*]}; do
   step "check-$profile" python3 bench/run.py check --profile "$profile" --card "$card" --identity --rows 1,64 \
     --out "$out/check-$profile.json"
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r.get(k) for k in \
-('profile','startup_s','load_s','graphs_s','host_peak_gb','greedy_vs_generate','logits_vs_transformers','logits_vs_weights_only','speed_by_rows','peak_reserved_gb')}))" \
+('profile','startup_s','load_s','graphs_s','host_peak_gb','greedy_vs_generate','logits_vs_transformers','logits_vs_weights_only','w8a8_rounding_floor','speed_by_rows','peak_reserved_gb')}))" \
     "$out/check-$profile.json" 2>/dev/null
 done
