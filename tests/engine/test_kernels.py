@@ -378,6 +378,29 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
         assert got.dtype == dtype and torch.allclose(got.float(), want, **_tolerance(dtype, scale=4)), tokens
 
 
+def check_route_experts(device: str, dtype: torch.dtype) -> None:
+    """The routing kernel against moe.route (torch's arithmetic, transformers' router): each token's experts the same
+    set, each with the same weight, for 8 experts with a selection bias that puts one in every token's choice (top-4;
+    1 and 9 tokens) and for the 30B-A3B's 128 experts (top-8; 1 token and 40)."""
+    from hymt.engine import kernels
+    from hymt.engine.moe import route
+
+    torch.manual_seed(8)
+    for experts, top_k, hidden, counts in ((8, 4, 80, (1, 9)), (128, 8, 256, (1, 40))):
+        router = torch.randn(experts, hidden, device=device).to(dtype)
+        bias = torch.randn(experts, device=device) * 0.1
+        bias[5] = 2.0
+        for tokens in counts:
+            x = torch.randn(tokens, hidden, device=device).to(dtype)
+            want_weights, want_index = route(x, router, bias, top_k, 2.826)
+            got_weights, got_index = kernels.route_experts(x, router, bias, top_k, 2.826)
+            assert got_index.dtype == want_index.dtype and got_weights.dtype == torch.float32
+            got_order, want_order = got_index.argsort(dim=1), want_index.argsort(dim=1)
+            assert torch.equal(got_index.gather(1, got_order), want_index.gather(1, want_order)), (experts, tokens)
+            assert (got_index == 5).any(dim=1).all()
+            assert torch.allclose(got_weights.gather(1, got_order), want_weights.gather(1, want_order), atol=1e-5)
+
+
 def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
     """The int4 profiles' experts: each weight within half a step of its group's grid (plus the bf16 rounding of the
     scale and minimum); the grouped matmuls over the 4-bit weights (halves of K that end inside a block) against
@@ -509,6 +532,7 @@ CHECKS = {
     "fp8_matvec": check_fp8_matvec,
     "fused_experts": check_fused_experts,
     "fused_experts_int4": check_fused_experts_int4,
+    "route_experts": check_route_experts,
     "matvec": check_matvec,
     "quantize_rows": check_quantize_rows,
     "penalize": check_penalize,

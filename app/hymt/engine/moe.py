@@ -3,7 +3,8 @@ routed experts and the shared expert beside them.
 
 - Routing, as transformers' HYV3TopKRouter computes it: logits in float32, sigmoid scores; the expert-bias
   correction added for the choice alone (the top-k of score + bias), the chosen experts weighed by their unbiased
-  scores, normalised to sum one and scaled by `router_scaling_factor`.
+  scores, normalised to sum one and scaled by `router_scaling_factor`; on a GPU with Triton all after the matmul in
+  one kernel (kernels/moe.route).
 - The routed experts: on the CPU (and on a GPU without Triton) the loaded experts module itself, whose arithmetic is
   transformers' own, so greedy output is `generate`'s; on a GPU with Triton two grouped matmuls over the slots
   sorted by expert (kernels/moe.py), with fixed shapes for the decoding step's CUDA graph, over transformers'
@@ -53,7 +54,8 @@ class MoE:
     ) -> torch.Tensor:
         """mlp (a HYV3MoE) at x [T, H]: its routed experts' weighted sum plus its shared expert, which `dense` runs;
         fused: the routed experts through the Triton kernels."""
-        weights, index = route(x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling)
+        routing = kernels.route_experts if fused else route
+        weights, index = routing(x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling)
         experts = mlp.experts
         if fused:
             if isinstance(experts, Int4Experts):

@@ -1,8 +1,9 @@
 """Triton kernels for the GPU's forward pass and sampling, where torch's own kernels spend the decoding step in
 small launches: a layer's element-wise work fused (`layers`), the one-row matvec (`matvec`, 16-bit or e4m3
 weights), the fp8 tiers' activations quantized per row (`quantize`), the decoding attention (`attention`), the
-routed experts of a Mixture of Experts as grouped matmuls (`moe`) and the sampler's pass over the vocabulary and its
-draw (`sampling`); launched with programmatic dependent launch where the GPU has it (`common`).
+routed experts of a Mixture of Experts as grouped matmuls and their routing (`moe`) and the sampler's pass over
+the vocabulary and its draw (`sampling`); launched with programmatic dependent launch where the GPU has it
+(`common`).
 
 All are captured in the decoding step's CUDA graphs like any other kernel. The CPU keeps torch's path (with
 transformers' exact arithmetic), so these run only where Triton and a CUDA device are present.
@@ -12,7 +13,7 @@ from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
 from .matvec import MATVEC_CONFIGS, matvec, tune_fp8_matvec, tune_matvec
-from .moe import fused_experts
+from .moe import fused_experts, route_experts
 from .quantize import E4M3_MAX, MIN_AMAX, quantize_rows
 from .sampling import TOP, penalize, sample
 
@@ -31,6 +32,7 @@ __all__ = [
     "penalize",
     "quantize_rows",
     "rope_norm_store",
+    "route_experts",
     "sample",
     "splits_for",
     "tune_fp8_matvec",

@@ -1,6 +1,7 @@
-"""`fused_experts`: the routed experts of a Mixture-of-Experts layer (hy_v3) as two grouped matmuls. Each token's
-chosen experts make its slots (token x top-k); the slots are sorted by expert and each expert's run padded to a
-multiple of the block height (`align_by_expert`), so that one program's block of rows all use one expert's weights.
+"""`fused_experts`: the routed experts of a Mixture-of-Experts layer (hy_v3) as two grouped matmuls, and
+`route_experts`, the router's choice of them after its matmul in one kernel. Each token's chosen experts make its
+slots (token x top-k); the slots are sorted by expert and each expert's run padded to a multiple of the block height
+(`align_by_expert`), so that one program's block of rows all use one expert's weights.
 The first matmul takes each slot's token through its expert's gate/up projection; the second applies SiLU(gate) * up
 as it reads that, takes it through the expert's down projection and weighs it by the slot's routing weight. The
 top-k slots of a token are summed in float32 after, in a fixed order (no atomics), as transformers sums them.
@@ -197,6 +198,40 @@ if AVAILABLE:
             out = acc
         tl.store(C + slot.to(tl.int64) * stride_c + n, out.to(C.dtype.element_ty), mask=n < N)
 
+    @triton.jit
+    def _route_select(
+        Logits,
+        Bias,
+        Weights,
+        Index,
+        E,
+        scaling,
+        TOP_K: tl.constexpr,
+        K_PAD: tl.constexpr,
+        BLOCK_E: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
+        """One token's routing from its router logits (float32): sigmoid scores, the top-k of score + bias chosen
+        one at a time (largest first), the chosen scores normalised to sum one and scaled, as moe.route does."""
+        wait_for_inputs(PDL)
+        t = tl.program_id(0).to(tl.int64)
+        e = tl.arange(0, BLOCK_E)
+        inside = e < E
+        scores = tl.sigmoid(tl.load(Logits + t * E + e, mask=inside, other=0.0))
+        bias = tl.load(Bias + e, mask=inside, other=0.0).to(tl.float32)
+        choice = tl.where(inside, scores + bias, float("-inf"))
+        j = tl.arange(0, K_PAD)
+        picked = tl.zeros([K_PAD], tl.int32)
+        weights = tl.zeros([K_PAD], tl.float32)
+        for i in tl.static_range(TOP_K):
+            best = tl.argmax(choice, 0)
+            picked = tl.where(j == i, best, picked)
+            weights = tl.where(j == i, tl.sum(tl.where(e == best, scores, 0.0), 0), weights)
+            choice = tl.where(e == best, float("-inf"), choice)
+        weights = weights / (tl.sum(weights, 0) + 1e-20) * scaling
+        tl.store(Weights + t * TOP_K + j, weights, mask=j < TOP_K)
+        tl.store(Index + t * TOP_K + j, picked.to(tl.int64), mask=j < TOP_K)
+
 
 @dataclass(frozen=True)
 class Int4Weights:
@@ -376,3 +411,29 @@ def _experts_by_slot(
             num_warps=4,
         )
     return out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
+
+
+def route_experts(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, top_k: int, scaling: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """engine/moe.route's routing (the same arguments and results; the experts largest first rather than in topk's
+    unsorted order) as the router's matmul and one kernel, where torch takes a dozen small ones (sigmoid, top-k,
+    gather, sum, ...)."""
+    logits = torch.nn.functional.linear(x.float(), weight.float()).contiguous()
+    tokens, experts = logits.shape
+    weights = torch.empty((tokens, top_k), dtype=torch.float32, device=x.device)
+    index = torch.empty((tokens, top_k), dtype=torch.int64, device=x.device)
+    common.launch(
+        _route_select,
+        (tokens,),
+        logits,
+        bias.contiguous(),
+        weights,
+        index,
+        experts,
+        float(scaling),
+        TOP_K=top_k,
+        K_PAD=triton.next_power_of_2(top_k),
+        BLOCK_E=triton.next_power_of_2(experts),
+    )
+    return weights, index
