@@ -22,6 +22,7 @@ byte load serves two tiles of K and no interleaving is needed; dequantized in th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -62,11 +63,7 @@ if AVAILABLE:
         Scales,
         Minimums,
         C,
-        Slots,
-        BlockExperts,
-        Padded,
         RouteWeights,
-        num_slots,
         N,
         K,
         stride_a,
@@ -75,6 +72,10 @@ if AVAILABLE:
         stride_se,
         stride_sn,
         stride_c,
+        Slots,
+        BlockExperts,
+        Padded,
+        num_slots,
         ROWS_PER_INPUT: tl.constexpr,
         GATED: tl.constexpr,
         WEIGHTED: tl.constexpr,
@@ -140,7 +141,6 @@ if AVAILABLE:
         Scales,
         Minimums,
         C,
-        Index,
         RouteWeights,
         N,
         K,
@@ -150,6 +150,7 @@ if AVAILABLE:
         stride_se,
         stride_sn,
         stride_c,
+        Index,
         ROWS_PER_INPUT: tl.constexpr,
         GATED: tl.constexpr,
         WEIGHTED: tl.constexpr,
@@ -311,54 +312,54 @@ def fused_experts(
         block_m, block_n, block_k, num_warps = (sizes[key] for key in ("block_m", "block_n", "block_k", "num_warps"))
     slots, block_experts, padded = align_by_expert(index, num_experts, block_m)
     blocks = slots.shape[0] // block_m
+
+    def grouped(operands: list, meta: dict, n: int) -> None:
+        common.launch(
+            _expert_gemm,
+            (blocks, triton.cdiv(n, block_n)),
+            *operands,
+            slots,
+            block_experts,
+            padded,
+            num_slots,
+            **meta,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            num_warps=num_warps,
+        )
+
+    return _two_passes(x, gate_up, down, weights, grouped)
+
+
+def _two_passes(
+    x: torch.Tensor,
+    gate_up: torch.Tensor | Int4Weights,
+    down: torch.Tensor | Int4Weights,
+    weights: torch.Tensor,
+    launch: Callable[[list, dict, int], None],
+) -> torch.Tensor:
+    """The routed experts' two matmuls, whichever kernel `launch` runs (given its shared operands, its constants and
+    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed; the top-k slots of each
+    token summed in float32 after, in a fixed order."""
+    tokens, top_k = weights.shape
+    num_slots, two_i, hidden = tokens * top_k, gate_up.shape[1], x.shape[1]
     route = weights.reshape(-1).float().contiguous()
     x = x.contiguous()
     hidden_up = torch.empty((num_slots, two_i), dtype=x.dtype, device=x.device)
     out = torch.empty((num_slots, hidden), dtype=torch.float32, device=x.device)
     for a, w, c, rows_per_input, gated in ((x, gate_up, hidden_up, top_k, False), (hidden_up, down, out, 1, True)):
         _, n, k = w.shape
-        matrix, scales, minimums, group = _pointers(w)
-        common.launch(
-            _expert_gemm,
-            (blocks, triton.cdiv(n, block_n)),
-            a,
-            matrix,
-            scales,
-            minimums,
-            c,
-            slots,
-            block_experts,
-            padded,
-            route,
-            num_slots,
-            n,
-            k,
-            a.stride(0),
-            matrix.stride(0),
-            matrix.stride(1),
-            scales.stride(0),
-            scales.stride(1),
-            c.stride(0),
-            ROWS_PER_INPUT=rows_per_input,
-            GATED=gated,
-            WEIGHTED=gated,
-            INT4=isinstance(w, Int4Weights),
-            GROUP=group,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            num_warps=num_warps,
-        )
+        if isinstance(w, Int4Weights):
+            matrix, scales, minimums, group = w.packed, w.scales, w.minimums, w.group
+        else:  # no scales: the matrix stands in for the pointers the kernels do not read
+            matrix, group = w.contiguous(), 1
+            scales = minimums = matrix
+        operands = [a, matrix, scales, minimums, c, route, n, k, a.stride(0), matrix.stride(0), matrix.stride(1)]
+        operands += [scales.stride(0), scales.stride(1), c.stride(0)]
+        int4 = isinstance(w, Int4Weights)
+        launch(operands, dict(ROWS_PER_INPUT=rows_per_input, GATED=gated, WEIGHTED=gated, INT4=int4, GROUP=group), n)
     return out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
-
-
-def _pointers(w: torch.Tensor | Int4Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """The matrix, scales, minimums and group the kernels take; a 16-bit matrix stands in for the pointers they do
-    not read."""
-    if isinstance(w, Int4Weights):
-        return w.packed, w.scales, w.minimums, w.group
-    matrix = w.contiguous()
-    return matrix, matrix, matrix, 1
 
 
 def _experts_by_slot(
@@ -373,44 +374,21 @@ def _experts_by_slot(
     """fused_experts for a decoding step's few slots (no more than the experts, so most experts take one slot or
     none): each slot a matvec against its own expert's weights, with no sorting by expert and the dozen small
     kernels it takes (align_by_expert), whose fixed cost is most of a one-row step's experts."""
-    tokens, top_k = index.shape
-    num_slots, two_i, hidden = tokens * top_k, gate_up.shape[1], x.shape[1]
     experts = index.reshape(-1).contiguous()
-    route = weights.reshape(-1).float().contiguous()
-    x = x.contiguous()
-    hidden_up = torch.empty((num_slots, two_i), dtype=x.dtype, device=x.device)
-    out = torch.empty((num_slots, hidden), dtype=torch.float32, device=x.device)
-    for a, w, c, rows_per_input, gated in ((x, gate_up, hidden_up, top_k, False), (hidden_up, down, out, 1, True)):
-        _, n, k = w.shape
-        matrix, scales, minimums, group = _pointers(w)
+
+    def by_slot(operands: list, meta: dict, n: int) -> None:
         common.launch(
             _expert_gemv,
-            (num_slots, triton.cdiv(n, block_n)),
-            a,
-            matrix,
-            scales,
-            minimums,
-            c,
+            (experts.shape[0], triton.cdiv(n, block_n)),
+            *operands,
             experts,
-            route,
-            n,
-            k,
-            a.stride(0),
-            matrix.stride(0),
-            matrix.stride(1),
-            scales.stride(0),
-            scales.stride(1),
-            c.stride(0),
-            ROWS_PER_INPUT=rows_per_input,
-            GATED=gated,
-            WEIGHTED=gated,
-            INT4=isinstance(w, Int4Weights),
-            GROUP=group,
+            **meta,
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             num_warps=4,
         )
-    return out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
+
+    return _two_passes(x, gate_up, down, weights, by_slot)
 
 
 def route_experts(
