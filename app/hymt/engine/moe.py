@@ -4,7 +4,7 @@ routed experts and the shared expert beside them.
 - Routing, as transformers' HYV3TopKRouter computes it: logits in float32, sigmoid scores; the expert-bias
   correction added for the choice alone (the top-k of score + bias), the chosen experts weighed by their unbiased
   scores, normalised to sum one and scaled by `router_scaling_factor`; on a GPU with Triton all after the matmul in
-  one kernel (kernels/moe.route).
+  one kernel (kernels/moe.route_experts).
 - The routed experts: on the CPU (and on a GPU without Triton) the loaded experts module itself, whose arithmetic is
   transformers' own, so greedy output is `generate`'s; on a GPU with Triton two grouped matmuls over the slots
   sorted by expert (kernels/moe.py), with fixed shapes for the decoding step's CUDA graph, over transformers'
