@@ -340,6 +340,8 @@ def test_queued_totals_and_queue_position(store: JobStore):
     store.finish(a.id, b"r")
     assert store.queued_totals() == (2, 13, 60)
     assert store.queue_position("f" * 32) is None
+    # Several jobs in one read: the queued ones, as each alone gives it.
+    assert store.queue_positions([a.id, b.id, c.id, d.id, "f" * 32, "not an id"]) == {b.id: 1, d.id: 2}
 
 
 def test_create_leaves_no_folder_when_the_row_fails(store: JobStore, database: Database):

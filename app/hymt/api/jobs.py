@@ -149,11 +149,19 @@ def file_answer(request: Request, record: JobRecord) -> dict:
 
 
 async def job_json(request: Request, record: JobRecord) -> dict:
-    """A job as /api/jobs answers it; a queued job's position read from the store off the event loop (a query,
-    on PostgreSQL a round trip)."""
-    worker, store = _worker(request), _store(request)
+    """A job as /api/jobs answers it."""
+    return _job_view(request, record, await _queue_positions(request, [record]))
+
+
+async def _queue_positions(request: Request, records: list[JobRecord]) -> dict[str, int]:
+    """The queued ones' positions, in one read of the store off the event loop (on PostgreSQL a round trip)."""
+    queued = [r.id for r in records if r.state == JobState.QUEUED]
+    return await run_in_threadpool(_store(request).queue_positions, queued) if queued else {}
+
+
+def _job_view(request: Request, record: JobRecord, positions: dict[str, int]) -> dict:
+    worker = _worker(request)
     done = record.state == JobState.DONE
-    queued = record.state == JobState.QUEUED
     return {
         "id": record.id,
         "status": record.state.value,
@@ -162,7 +170,7 @@ async def job_json(request: Request, record: JobRecord) -> dict:
         "target": record.target,
         "segments_done": record.segments_total if done else worker.segments_done(record),
         "segments_total": record.segments_total,
-        "queue_position": await run_in_threadpool(store.queue_position, record.id) if queued else None,
+        "queue_position": positions.get(record.id),
         "seconds_remaining": worker.seconds_remaining(record) if record.state == JobState.TRANSLATING else None,
         "billed_characters": record.billed_characters,
         "created_at": _iso(record.created_at),
@@ -195,7 +203,8 @@ async def jobs(request: Request) -> JSONResponse:
     await parsing.read_request(request, settings, limits)
     owner = parsing.caller(request).key_hash
     records = await run_in_threadpool(_store(request).list, owner)
-    return JSONResponse({"jobs": [await job_json(request, r) for r in records]})
+    positions = await _queue_positions(request, records)
+    return JSONResponse({"jobs": [_job_view(request, r, positions) for r in records]})
 
 
 async def job(request: Request) -> JSONResponse:

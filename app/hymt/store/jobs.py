@@ -408,17 +408,16 @@ class JobStore:
 
     def queue_position(self, job_id: str) -> int | None:
         """1 for the oldest queued job, 2 for the next, and so on; None unless the job is queued."""
-        if not _valid(job_id):
-            return None
+        return self.queue_positions([job_id]).get(job_id)
+
+    def queue_positions(self, job_ids: Iterable[str]) -> dict[str, int]:
+        """The queue position of each of these jobs that is queued, in one read (a list of jobs needs several)."""
+        wanted = {job_id for job_id in job_ids if _valid(job_id)}
+        if not wanted:
+            return {}
         with self.database.transaction() as cursor:
-            row = cursor.execute("SELECT created_at FROM jobs WHERE id = ? AND state = 'queued'", (job_id,)).fetchone()
-            if row is None:
-                return None
-            (position,) = cursor.execute(
-                "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND (created_at < ? OR (created_at = ? AND id <= ?))",
-                (row[0], row[0], job_id),
-            ).fetchone()
-        return int(position)
+            rows = cursor.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY created_at, id").fetchall()
+        return {row[0]: place for place, row in enumerate(rows, 1) if row[0] in wanted}
 
 
 def _valid(job_id: object) -> bool:
