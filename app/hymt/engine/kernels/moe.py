@@ -11,8 +11,8 @@ inside its CUDA graph; the programs of blocks past the padded total return at on
 The block sizes are a first choice by rule (`block_sizes`), not yet timed on a GPU. A step of no more slots than
 experts (a decoding step of a few rows) takes a matvec by slot instead, each slot reading its own expert's weights,
 with no sorting: a one-row step's experts are 19 MB of 4-bit weights, a few microseconds of reading, beside which the
-sorting's dozen small kernels are the larger cost (the 30B-A3B's one-row step took 9.65 ms on an H100 with them; this
-path is not yet timed on a GPU).
+sorting's dozen small kernels are likely the larger cost (the 30B-A3B's one-row step took 9.65 ms on an H100 with
+them; not profiled apart, and this path is not yet timed on a GPU).
 
 The experts' weights come 16-bit (transformers' stacked [E, N, K] tensors) or in 4 bits (`Int4Weights`, made by
 engine/experts_int4.py): groups of 128 along K with a bf16 scale and minimum each (w = q * scale + minimum, q in
@@ -373,7 +373,8 @@ def _experts_by_slot(
 ) -> torch.Tensor:
     """fused_experts for a decoding step's few slots (no more than the experts, so most experts take one slot or
     none): each slot a matvec against its own expert's weights, with no sorting by expert and the dozen small
-    kernels it takes (align_by_expert), whose fixed cost is most of a one-row step's experts."""
+    kernels it takes (align_by_expert), whose fixed cost is likely most of a one-row step's experts (not yet
+    measured apart)."""
     experts = index.reshape(-1).contiguous()
 
     def by_slot(operands: list, meta: dict, n: int) -> None:
