@@ -87,6 +87,25 @@ def check_add_rms_norm(device: str, dtype: torch.dtype) -> None:
     assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype))
 
 
+def check_combine_add_rms_norm(device: str, dtype: torch.dtype) -> None:
+    """A MoE layer's end: three tokens' four slots (float32) summed and rounded, the shared expert's output added in
+    float32 and rounded, then the residual's sum and norm, as add_rms_norm of torch's fp32 combine; and with no
+    shared expert."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(9)
+    slots = torch.randn(3, 4, 96, device=device)
+    hidden, shared = (torch.randn(3, 96, device=device).to(dtype) for _ in range(2))
+    weight = (torch.rand(96, device=device) + 0.5).to(dtype)
+    for extra in (shared, None):
+        routed = slots.sum(dim=1).to(dtype)
+        delta = routed if extra is None else (routed.float() + extra.float()).to(dtype)
+        want_hidden, want_normed = model_module.add_rms_norm(hidden.clone(), delta, weight, 1e-5)
+        got_hidden, got_normed = kernels.combine_add_rms_norm(hidden.clone(), slots, extra, weight, 1e-5)
+        assert torch.allclose(got_hidden.float(), want_hidden.float(), **_tolerance(dtype, scale=4))
+        assert torch.allclose(got_normed.float(), want_normed.float(), **_tolerance(dtype, scale=4))
+
+
 def check_matvec(device: str, dtype: torch.dtype) -> None:
     """One row against a weight whose sizes are no multiple of any block, whole and with K in parts: as torch's
     matmul; and gated."""
@@ -376,12 +395,17 @@ def check_fused_experts(device: str, dtype: torch.dtype) -> None:
                 want[t] += (out.float() * weights[t, j])[0]
         got = kernels.fused_experts(x, gate_up, down, index, weights, **sizes)
         assert got.dtype == dtype and torch.allclose(got.float(), want, **_tolerance(dtype, scale=4)), tokens
+        if tokens <= 2:  # the matvec by slot in other tiles (K no multiple of them), and unpipelined
+            slots = kernels.experts_by_slot(x, gate_up, down, index, weights, block_n=8, block_k=32, num_stages=1)
+            close = torch.allclose(slots.sum(dim=1), want, **_tolerance(dtype, scale=4))
+            assert slots.shape == (tokens, top_k, hidden) and slots.dtype == torch.float32 and close, tokens
 
 
 def check_route_experts(device: str, dtype: torch.dtype) -> None:
     """The routing kernel against moe.route (torch's arithmetic, transformers' router): each token's experts the same
     set, each with the same weight, for 8 experts with a selection bias that puts one in every token's choice (top-4;
-    1 and 9 tokens) and for the 30B-A3B's 128 experts (top-8; 1 token and 40)."""
+    1 and 9 tokens) and for the 30B-A3B's 128 experts (top-8; 1 token and 40), the router's matvec in the kernel
+    (where counters are given for every token) and torch's."""
     from hymt.engine import kernels
     from hymt.engine.moe import route
 
@@ -393,12 +417,18 @@ def check_route_experts(device: str, dtype: torch.dtype) -> None:
         for tokens in counts:
             x = torch.randn(tokens, hidden, device=device).to(dtype)
             want_weights, want_index = route(x, router, bias, top_k, 2.826)
-            got_weights, got_index = kernels.route_experts(x, router, bias, top_k, 2.826)
-            assert got_index.dtype == want_index.dtype and got_weights.dtype == torch.float32
-            got_order, want_order = got_index.argsort(dim=1), want_index.argsort(dim=1)
-            assert torch.equal(got_index.gather(1, got_order), want_index.gather(1, want_order)), (experts, tokens)
-            assert (got_index == 5).any(dim=1).all()
-            assert torch.allclose(got_weights.gather(1, got_order), want_weights.gather(1, want_order), atol=1e-5)
+            # With arrival counters (enough for the tokens) the router's matvec is the kernel's; without, torch's.
+            arrived = torch.zeros(16, dtype=torch.int32, device=device)
+            for counters in (None, arrived):
+                got_weights, got_index = kernels.route_experts(x, router, bias, top_k, 2.826, counters)
+                where = (experts, tokens, counters is not None and tokens <= 16)
+                assert got_index.dtype == want_index.dtype and got_weights.dtype == torch.float32
+                got_order, want_order = got_index.argsort(dim=1), want_index.argsort(dim=1)
+                assert torch.equal(got_index.gather(1, got_order), want_index.gather(1, want_order)), where
+                assert (got_index == 5).any(dim=1).all()
+                close = torch.allclose(got_weights.gather(1, got_order), want_weights.gather(1, want_order), atol=1e-5)
+                assert close, where
+                assert not arrived.any(), where  # left as zeros for the next call
 
 
 def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
@@ -436,14 +466,28 @@ def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
             got = kernels.fused_experts(x, module.gate_up, module.down, index, weights, **sizes)
             close = torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4))
             assert got.dtype == dtype and close, (tokens, sizes)
-    # The MoE block hands the 4-bit experts to the kernels as it does transformers' (the shared expert left out).
+        if tokens <= 2:  # by slot in tiles of 32 bytes (the down projection's half of K is one tile of 64)
+            got = kernels.experts_by_slot(x, module.gate_up, module.down, index, weights, block_k=32).sum(dim=1)
+            assert torch.allclose(got, want.float(), **_tolerance(dtype, scale=4)), tokens
+    with pytest.raises(ValueError, match="spans groups"):
+        kernels.experts_by_slot(x, module.gate_up, module.down, index, weights, block_k=128)
+    # The MoE block hands the 4-bit experts to the kernels as it does transformers', and the kernels' sum with the
+    # shared expert and the residual, and the next norm, are torch's.
     layer = SimpleNamespace(
-        gate=SimpleNamespace(weight=router), e_score_correction_bias=bias, experts=module, shared_experts=None
+        gate=SimpleNamespace(weight=router.to(dtype)), e_score_correction_bias=bias, experts=module, shared_experts=None
     )
     config = SimpleNamespace(num_experts_per_tok=top_k, router_scaling_factor=2.826, enable_moe_fp32_combine=True)
     block = MoE(config)
-    outputs = [block.forward(layer, x, lambda mlp, x: torch.zeros_like(x), fused) for fused in (False, True)]
-    assert torch.allclose(outputs[1].float(), outputs[0].float(), **_tolerance(dtype, scale=4))
+    shared, residual = (torch.randn(tokens, hidden, device=device).to(dtype) for _ in range(2))
+    norm = (torch.rand(hidden, device=device) + 0.5).to(dtype)
+    arrived = torch.zeros(16, dtype=torch.int32, device=device)
+    dense = lambda mlp, x: shared  # noqa: E731
+    outputs = [
+        block.forward(layer, x, dense, (residual.clone(), norm, 1e-6), model_module.add_rms_norm, counters)
+        for counters in (None, arrived)
+    ]
+    for got, want in zip(outputs[1], outputs[0]):
+        assert torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4))
 
 
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
@@ -528,6 +572,7 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
 CHECKS = {
     "rope_norm_store": check_rope_norm_store,
     "add_rms_norm": check_add_rms_norm,
+    "combine_add_rms_norm": check_combine_add_rms_norm,
     "decode_attention": check_decode_attention,
     "fp8_matvec": check_fp8_matvec,
     "fused_experts": check_fused_experts,

@@ -255,7 +255,12 @@ class Decoder:
             # The next layer's input norm rides with the sum; after the last layer, the final norm (over every
             # token: a norm is per token, and a decoding batch wants the logits of all of them, so no gather).
             norm = self.layers[i + 1].input_layernorm if i < last else self.norm
-            hidden, x = add_rms_norm(hidden, self._feed_forward(mlp, x), norm.weight, self.eps)
+            if self.moe is not None and is_moe(mlp):
+                residual = (hidden, norm.weight, self.eps)
+                arrived = self.arrived if self.kernels else None
+                hidden, x = self.moe.forward(mlp, x, self._mlp, residual, add_rms_norm, arrived)
+            else:
+                hidden, x = add_rms_norm(hidden, self._mlp(mlp, x), norm.weight, self.eps)
         return self._linear(self.lm_head, x if decoding else x[batch.logits_index])
 
     def _rotate_and_store(
@@ -323,13 +328,6 @@ class Decoder:
         if hasattr(attn, "qkv_proj"):
             return self._linear(attn.qkv_proj, x).split(self.qkv_sizes, dim=-1)
         return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
-
-    def _feed_forward(self, mlp, x: torch.Tensor) -> torch.Tensor:
-        """A layer's MLP: dense, or a Mixture of Experts (its routed experts through the Triton kernels wherever the
-        other kernels run)."""
-        if self.moe is not None and is_moe(mlp):
-            return self.moe.forward(mlp, x, self._mlp, fused=self.kernels)
-        return self._mlp(mlp, x)
 
     def _mlp(self, mlp, x: torch.Tensor) -> torch.Tensor:
         """down(SiLU(gate(x)) * up(x)), gate and up as one matmul where fused; at one row the down projection may

@@ -3,14 +3,16 @@ routed experts and the shared expert beside them.
 
 - Routing, as transformers' HYV3TopKRouter computes it: logits in float32, sigmoid scores; the expert-bias
   correction added for the choice alone (the top-k of score + bias), the chosen experts weighed by their unbiased
-  scores, normalised to sum one and scaled by `router_scaling_factor`; on a GPU with Triton all after the matmul in
-  one kernel (kernels/moe.route_experts).
+  scores, normalised to sum one and scaled by `router_scaling_factor`; on a GPU with Triton the router's matvec
+  and all after it one kernel for a decoding step (kernels/moe.route_experts).
 - The routed experts: on the CPU (and on a GPU without Triton) the loaded experts module itself, whose arithmetic is
-  transformers' own, so greedy output is `generate`'s; on a GPU with Triton two grouped matmuls over the slots
-  sorted by expert (kernels/moe.py), with fixed shapes for the decoding step's CUDA graph, over transformers'
-  16-bit experts or the int4 profiles' 4-bit ones (experts_int4.py).
+  transformers' own, so greedy output is `generate`'s; on a GPU with Triton a matvec a slot for a decoding step's
+  few rows, else two grouped matmuls over the slots sorted by expert (kernels/moe.py), with fixed shapes for the
+  decoding step's CUDA graph, over transformers' 16-bit experts or the int4 profiles' 4-bit ones
+  (experts_int4.py).
 - The shared expert is a plain MLP (the decoder's), added to the routed sum, in float32 where the config's
-  `enable_moe_fp32_combine` says so.
+  `enable_moe_fp32_combine` says so (a 16-bit sum rounds the same float32 sum once, so on the GPU one kernel sums
+  the slots, adds the shared expert and the residual and takes the next norm: kernels/moe.combine_add_rms_norm).
 """
 
 from __future__ import annotations
@@ -50,22 +52,36 @@ class MoE:
         self.fp32_combine = bool(getattr(config, "enable_moe_fp32_combine", False))
 
     def forward(
-        self, mlp, x: torch.Tensor, dense: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor], fused: bool
-    ) -> torch.Tensor:
-        """mlp (a HYV3MoE) at x [T, H]: its routed experts' weighted sum plus its shared expert, which `dense` runs;
-        fused: the routed experts through the Triton kernels."""
-        routing = kernels.route_experts if fused else route
-        weights, index = routing(x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling)
+        self,
+        mlp,
+        x: torch.Tensor,
+        dense: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
+        residual: tuple[torch.Tensor, torch.Tensor, float],
+        add_rms_norm: Callable[..., tuple[torch.Tensor, torch.Tensor]],
+        arrived: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """mlp (a HYV3MoE) at x [T, H]: its routed experts' weighted sum plus its shared expert (which `dense`
+        runs), added to the residual as the decoder adds a layer's MLP: `residual` is (hidden, the next norm's
+        weight, eps) -> add_rms_norm's (hidden, its norm). With `arrived` (the decoder's arrival counters, on a GPU
+        with Triton) the routing, the routed experts and the sum with the residual run as kernels/moe.py's."""
+        hidden, norm_weight, eps = residual
         experts = mlp.experts
-        if fused:
-            if isinstance(experts, Int4Experts):
-                gate_up, down = experts.gate_up, experts.down
-            else:
-                gate_up, down = experts.gate_up_proj, experts.down_proj
-            routed = kernels.fused_experts(x, gate_up, down, index, weights)
-        else:
-            routed = experts(x, index, weights)
         shared = dense(mlp.shared_experts, x)
-        if self.fp32_combine:
-            return (routed.float() + shared.float()).to(x.dtype)
-        return routed + shared
+        if arrived is None:
+            weights, index = route(x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling)
+            routed = experts(x, index, weights)
+            if self.fp32_combine:
+                out = (routed.float() + shared.float()).to(x.dtype)
+            else:
+                out = routed + shared
+            return add_rms_norm(hidden, out, norm_weight, eps)
+        weights, index = kernels.route_experts(
+            x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling, arrived
+        )
+        if isinstance(experts, Int4Experts):
+            gate_up, down = experts.gate_up, experts.down
+        else:
+            gate_up, down = experts.gate_up_proj, experts.down_proj
+        slots = kernels.expert_outputs(x, gate_up, down, index, weights)
+        # In 16 bits, routed + shared rounds their float32 sum once, as the fp32 combine does: the kernel serves both.
+        return kernels.combine_add_rms_norm(hidden, slots, shared, norm_weight, eps)

@@ -13,7 +13,7 @@ from .attention import PROGRAMS, decode_attention, splits_for
 from .common import AVAILABLE, enable_pdl
 from .layers import add_rms_norm, rope_norm_store
 from .matvec import MATVEC_CONFIGS, matvec, tune_fp8_matvec, tune_matvec
-from .moe import fused_experts, route_experts
+from .moe import combine_add_rms_norm, expert_outputs, experts_by_slot, fused_experts, route_experts
 from .quantize import E4M3_MAX, MIN_AMAX, quantize_rows
 from .sampling import TOP, penalize, sample
 
@@ -25,8 +25,11 @@ __all__ = [
     "PROGRAMS",
     "TOP",
     "add_rms_norm",
+    "combine_add_rms_norm",
     "decode_attention",
     "enable_pdl",
+    "expert_outputs",
+    "experts_by_slot",
     "fused_experts",
     "matvec",
     "penalize",

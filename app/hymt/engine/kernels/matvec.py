@@ -161,7 +161,7 @@ MATVEC_CONFIGS = (
 
 # `call` takes a weight (or a weight and its scale); `...` since mypy cannot match the callers' lambdas (their loop
 # variables bound as defaults) to Callable[[torch.Tensor], object].
-def _graph_time(group: Sequence[object], call: Callable[..., object]) -> float:
+def graph_time(group: Sequence[object], call: Callable[..., object]) -> float:
     """us a call, timed as the decoding step runs it: the calls over all of `group`'s weights (the model's layers,
     so the cache holds none of them) captured in a CUDA graph and replayed, so that the host's launches (slower for
     Triton's than for cuBLAS's) are not what is measured."""
@@ -214,10 +214,10 @@ def tune_matvec(
         ]
         try:
             if is_gated and activation is not None:
-                cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
+                cublas = graph_time(group, lambda w, x=x: torch.nn.functional.linear(activation(*x.chunk(2, -1)), w))
             else:
-                cublas = _graph_time(group, lambda w, x=x: torch.nn.functional.linear(x, w))
-            times = [_graph_time(group, lambda w, o=o, x=x: matvec(x, w, **o)) for o in options]
+                cublas = graph_time(group, lambda w, x=x: torch.nn.functional.linear(x, w))
+            times = [graph_time(group, lambda w, o=o, x=x: matvec(x, w, **o)) for o in options]
         except torch.OutOfMemoryError:
             raise
         except Exception:  # the matvec is a speed-up: cuBLAS serves where it cannot be timed
@@ -246,9 +246,9 @@ def tune_fp8_matvec(
         x = torch.randn(1, shape[1], dtype=dtype, device=group[0][0].device)
         options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c)) for c in MATVEC_CONFIGS]
         try:
-            scaled_mm = _graph_time(group, lambda layer, x=x: matmul(x, *layer))
+            scaled_mm = graph_time(group, lambda layer, x=x: matmul(x, *layer))
             times = [
-                _graph_time(group, lambda layer, o=o, x=x: matvec(x, layer[0], scale=layer[1], **o)) for o in options
+                graph_time(group, lambda layer, o=o, x=x: matvec(x, layer[0], scale=layer[1], **o)) for o in options
             ]
         except torch.OutOfMemoryError:
             raise

@@ -35,6 +35,7 @@ if AVAILABLE:
     import triton.language as tl
 
     from .common import wait_for_inputs
+    from .matvec import _row_input
 
     @triton.jit
     def _input_tile(inputs, cols, K, real, GATED: tl.constexpr):
@@ -135,6 +136,15 @@ if AVAILABLE:
         )
 
     @triton.jit
+    def _int4_products(q, scales, minimums, group, rows, inputs, K, cols, GATED: tl.constexpr):
+        """A tile of 4-bit values q [BLOCK_N, BLOCK_K], all of one group a row (that row's scale and minimum at
+        `group`), dequantized, rounded to the input's dtype and times the input at `cols`: the products in float32."""
+        scale = tl.load(scales + group, mask=rows, other=0.0).to(tl.float32)[:, None]
+        minimum = tl.load(minimums + group, mask=rows, other=0.0).to(tl.float32)[:, None]
+        w = (q.to(tl.float32) * scale + minimum).to(inputs.dtype.element_ty).to(tl.float32)
+        return w * _row_input(inputs, K, cols, K, GATED)[None, :]
+
+    @triton.jit
     def _expert_gemv(
         A,
         W,
@@ -162,63 +172,83 @@ if AVAILABLE:
     ):
         """_expert_gemm's product for one slot a program (its expert read from Index, no sorting), as a matvec: the
         BLOCK_N outputs of the slot's row against its expert's weights, the same inputs, weights rounded to A's
-        dtype, and result as the grouped matmul's."""
+        dtype, and result as the grouped matmul's. Products are summed per lane across the loop and reduced once at
+        the end, as matvec._matvec does. INT4: BLOCK_K bytes of a row a tile (a divisor of GROUP / 2, so that each
+        half of the tile lies in one group and takes one scale and minimum a row)."""
         wait_for_inputs(PDL)
         slot = tl.program_id(0)
-        row = (slot // ROWS_PER_INPUT).to(tl.int64)
         expert = tl.load(Index + slot).to(tl.int64)
+        inputs = A + (slot // ROWS_PER_INPUT).to(tl.int64) * stride_a
         n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = n < N
         k = tl.arange(0, BLOCK_K)
-        real = tl.full([1], 1, tl.int1)
-        inputs = A + row * stride_a
         weights = W + expert * stride_we + n[:, None].to(tl.int64) * stride_wn
-        acc = tl.zeros([BLOCK_N], tl.float32)
+        acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
         if INT4:
             half = K // 2
-            scales = Scales + expert * stride_se + n[:, None].to(tl.int64) * stride_sn
-            minimums = Minimums + expert * stride_se + n[:, None].to(tl.int64) * stride_sn
+            scales = Scales + expert * stride_se + n.to(tl.int64) * stride_sn
+            minimums = Minimums + expert * stride_se + n.to(tl.int64) * stride_sn
             for first in range(0, half, BLOCK_K):
-                cols = first + k
-                inside = (n < N)[:, None] & (cols < half)[None, :]
-                packed = tl.load(weights + cols[None, :], mask=inside, other=0)
-                a = _input_tile(inputs, cols, K, real, GATED).to(tl.float32)
-                w = _int4_tile(packed & 15, scales, minimums, (cols // GROUP)[None, :], inside)
-                acc += tl.sum(w.to(A.dtype.element_ty).to(tl.float32) * a, axis=1)
-                a = _input_tile(inputs, half + cols, K, real, GATED).to(tl.float32)
-                w = _int4_tile(packed >> 4, scales, minimums, ((half + cols) // GROUP)[None, :], inside)
-                acc += tl.sum(w.to(A.dtype.element_ty).to(tl.float32) * a, axis=1)
+                packed = tl.load(weights + (first + k)[None, :], mask=rows[:, None], other=0)
+                acc += _int4_products(packed & 15, scales, minimums, first // GROUP, rows, inputs, K, first + k, GATED)
+                high = half + first
+                acc += _int4_products(packed >> 4, scales, minimums, high // GROUP, rows, inputs, K, high + k, GATED)
         else:
             for first in range(0, K, BLOCK_K):
                 cols = first + k
-                a = _input_tile(inputs, cols, K, real, GATED).to(tl.float32)
-                w = tl.load(weights + cols[None, :], mask=(n < N)[:, None] & (cols < K)[None, :], other=0.0)
-                acc += tl.sum(w.to(A.dtype.element_ty).to(tl.float32) * a, axis=1)
+                w = tl.load(weights + cols[None, :], mask=rows[:, None] & (cols < K)[None, :], other=0.0)
+                acc += w.to(tl.float32) * _row_input(inputs, K, cols, K, GATED)[None, :]
+        total = tl.sum(acc, axis=1)
         if WEIGHTED:
-            out = acc.to(A.dtype.element_ty).to(tl.float32) * tl.load(RouteWeights + slot)
-        else:
-            out = acc
-        tl.store(C + slot.to(tl.int64) * stride_c + n, out.to(C.dtype.element_ty), mask=n < N)
+            total = total.to(A.dtype.element_ty).to(tl.float32) * tl.load(RouteWeights + slot)
+        tl.store(C + slot.to(tl.int64) * stride_c + n, total.to(C.dtype.element_ty), mask=rows)
 
     @triton.jit
-    def _route_select(
+    def _route(
+        X,
+        Router,
         Logits,
         Bias,
         Weights,
         Index,
+        Arrived,
+        H,
         E,
+        stride_x,
         scaling,
         TOP_K: tl.constexpr,
         K_PAD: tl.constexpr,
         BLOCK_E: tl.constexpr,
+        PART_E: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        MATVEC: tl.constexpr,
         PDL: tl.constexpr,
     ):
-        """One token's routing from its router logits (float32): sigmoid scores, the top-k of score + bias chosen
-        one at a time (largest first), the chosen scores normalised to sum one and scaled, as moe.route does."""
+        """One token's routing. MATVEC: first its router logits (float32 sums of the 16-bit x and weights, as
+        F.linear(x.float(), weight.float())) for PART_E experts a program, the last program of the token to arrive
+        going on (the others return); else the logits are given. Then: sigmoid scores, the top-k of score + bias
+        chosen one at a time (largest first), the chosen scores normalised to sum one and scaled, as moe.route
+        does."""
         wait_for_inputs(PDL)
         t = tl.program_id(0).to(tl.int64)
         e = tl.arange(0, BLOCK_E)
         inside = e < E
-        scores = tl.sigmoid(tl.load(Logits + t * E + e, mask=inside, other=0.0))
+        if MATVEC:
+            part = tl.program_id(1) * PART_E + tl.arange(0, PART_E)
+            acc = tl.zeros([PART_E], tl.float32)
+            for first in range(0, H, BLOCK_H):
+                h = first + tl.arange(0, BLOCK_H)
+                x = tl.load(X + t * stride_x + h, mask=h < H, other=0.0).to(tl.float32)
+                w = tl.load(Router + part[:, None] * H + h[None, :], mask=(part < E)[:, None] & (h < H)[None, :])
+                acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+            tl.store(Logits + t * E + part, acc, mask=part < E)
+            # Every program's logits stored before it arrives; the last to arrive reads them past L1 and leaves the
+            # counter at zero for the next call.
+            tl.debug_barrier()
+            if tl.atomic_add(Arrived + t, 1, sem="acq_rel") != tl.num_programs(1) - 1:
+                return
+            tl.atomic_xchg(Arrived + t, 0)
+        scores = tl.sigmoid(tl.load(Logits + t * E + e, mask=inside, other=0.0, cache_modifier=".cg"))
         bias = tl.load(Bias + e, mask=inside, other=0.0).to(tl.float32)
         choice = tl.where(inside, scores + bias, float("-inf"))
         j = tl.arange(0, K_PAD)
@@ -232,6 +262,46 @@ if AVAILABLE:
         weights = weights / (tl.sum(weights, 0) + 1e-20) * scaling
         tl.store(Weights + t * TOP_K + j, weights, mask=j < TOP_K)
         tl.store(Index + t * TOP_K + j, picked.to(tl.int64), mask=j < TOP_K)
+
+    @triton.jit
+    def _combine_add_rms_norm(
+        Hidden,
+        Slots,
+        Shared,
+        Weight,
+        Normed,
+        eps,
+        stride_hidden,
+        stride_shared,
+        stride_normed,
+        SLOTS: tl.constexpr,
+        ROUTED: tl.constexpr,
+        SHARED: tl.constexpr,
+        N: tl.constexpr,
+        BLOCK: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
+        """One token: its ROUTED slots' outputs (float32) summed in order and rounded to the model's dtype, plus
+        (SHARED) its shared expert's output, in float32 and rounded (transformers' fp32 combine, which a 16-bit add
+        equals), added to the residual in place, and the residual's RMSNorm, as layers._add_rms_norm."""
+        wait_for_inputs(PDL)
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        inside = cols < N
+        dtype = Hidden.dtype.element_ty
+        routed = tl.zeros([BLOCK], tl.float32)
+        for j in tl.static_range(ROUTED):
+            routed += tl.load(Slots + (row * SLOTS + j) * N + cols, mask=inside, other=0.0)
+        delta = routed.to(dtype).to(tl.float32)
+        if SHARED:
+            delta += tl.load(Shared + row * stride_shared + cols, mask=inside, other=0.0).to(tl.float32)
+        hidden = tl.load(Hidden + row * stride_hidden + cols, mask=inside, other=0.0)
+        hidden = hidden + delta.to(dtype)
+        tl.store(Hidden + row * stride_hidden + cols, hidden, mask=inside)
+        x = hidden.to(tl.float32)
+        inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+        normed = tl.load(Weight + cols, mask=inside, other=0.0) * (x * inv).to(dtype)
+        tl.store(Normed + row * stride_normed + cols, normed, mask=inside)
 
 
 @dataclass(frozen=True)
@@ -288,15 +358,28 @@ def fused_experts(
     down: torch.Tensor | Int4Weights,
     index: torch.Tensor,
     weights: torch.Tensor,
+    **sizes,
+) -> torch.Tensor:
+    """x [T, H]; gate_up [E, 2I, H] (gate rows, then up rows) and down [E, H, I], as transformers holds them, or
+    both in 4 bits; index [T, top_k] and weights [T, top_k] (float32) from the router -> the routed experts' sum
+    [T, H] in x's dtype: sum over j of weights[t, j] * down[e] @ (SiLU(gate[e] @ x[t]) * (up[e] @ x[t])),
+    e = index[t, j], the top-k summed in float32 in a fixed order, as transformers sums them."""
+    return expert_outputs(x, gate_up, down, index, weights, **sizes).sum(dim=1).to(x.dtype)
+
+
+def expert_outputs(
+    x: torch.Tensor,
+    gate_up: torch.Tensor | Int4Weights,
+    down: torch.Tensor | Int4Weights,
+    index: torch.Tensor,
+    weights: torch.Tensor,
     block_m: int | None = None,
     block_n: int = 64,
     block_k: int = 64,
     num_warps: int = 4,
 ) -> torch.Tensor:
-    """x [T, H]; gate_up [E, 2I, H] (gate rows, then up rows) and down [E, H, I], as transformers holds them, or
-    both in 4 bits; index [T, top_k] and weights [T, top_k] (float32) from the router -> the routed experts' sum
-    [T, H] in x's dtype: sum over j of weights[t, j] * down[e] @ (SiLU(gate[e] @ x[t]) * (up[e] @ x[t])),
-    e = index[t, j]."""
+    """fused_experts' terms before their sum: each slot's weighed output [T, top_k, H] in float32 (what
+    combine_add_rms_norm sums)."""
     tokens, top_k = index.shape
     num_experts, two_i, hidden = gate_up.shape
     if tuple(down.shape) != (num_experts, hidden, two_i // 2) or x.shape != (tokens, hidden):
@@ -307,7 +390,7 @@ def fused_experts(
     num_slots = tokens * top_k
     if block_m is None:
         if num_slots <= num_experts:
-            return _experts_by_slot(x, gate_up, down, index, weights)
+            return experts_by_slot(x, gate_up, down, index, weights)
         sizes = block_sizes(num_slots, num_experts)
         block_m, block_n, block_k, num_warps = (sizes[key] for key in ("block_m", "block_n", "block_k", "num_warps"))
     slots, block_experts, padded = align_by_expert(index, num_experts, block_m)
@@ -340,8 +423,7 @@ def _two_passes(
     launch: Callable[[list, dict, int], None],
 ) -> torch.Tensor:
     """The routed experts' two matmuls, whichever kernel `launch` runs (given its shared operands, its constants and
-    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed; the top-k slots of each
-    token summed in float32 after, in a fixed order."""
+    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed -> [T, top_k, H] float32."""
     tokens, top_k = weights.shape
     num_slots, two_i, hidden = tokens * top_k, gate_up.shape[1], x.shape[1]
     route = weights.reshape(-1).float().contiguous()
@@ -359,23 +441,27 @@ def _two_passes(
         operands += [scales.stride(0), scales.stride(1), c.stride(0)]
         int4 = isinstance(w, Int4Weights)
         launch(operands, dict(ROWS_PER_INPUT=rows_per_input, GATED=gated, WEIGHTED=gated, INT4=int4, GROUP=group), n)
-    return out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
+    return out.view(tokens, top_k, hidden)
 
 
-def _experts_by_slot(
+def experts_by_slot(
     x: torch.Tensor,
     gate_up: torch.Tensor | Int4Weights,
     down: torch.Tensor | Int4Weights,
     index: torch.Tensor,
     weights: torch.Tensor,
-    block_n: int = 32,
-    block_k: int = 128,
+    block_n: int = 16,
+    block_k: int | None = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
 ) -> torch.Tensor:
-    """fused_experts for a decoding step's few slots (no more than the experts, so most experts take one slot or
-    none): each slot a matvec against its own expert's weights, with no sorting by expert and the dozen small
-    kernels it takes (align_by_expert), whose fixed cost is likely most of a one-row step's experts (not yet
-    measured apart)."""
+    """expert_outputs for a decoding step's few slots (no more than the experts, so most experts take one slot or
+    none): each slot a matvec against its own expert's weights, with no sorting by expert (align_by_expert's dozen
+    small kernels). block_k: 64 bytes of a 4-bit row a tile, 128 values of a 16-bit one, by default."""
     experts = index.reshape(-1).contiguous()
+    block_k = block_k or (64 if isinstance(gate_up, Int4Weights) else 128)
+    if isinstance(gate_up, Int4Weights) and (gate_up.group // 2) % block_k:
+        raise ValueError(f"experts_by_slot: a 4-bit tile of {block_k} bytes spans groups of {gate_up.group}")
 
     def by_slot(operands: list, meta: dict, n: int) -> None:
         common.launch(
@@ -386,33 +472,92 @@ def _experts_by_slot(
             **meta,
             BLOCK_N=block_n,
             BLOCK_K=block_k,
-            num_warps=4,
+            num_warps=num_warps,
+            num_stages=num_stages,
         )
 
     return _two_passes(x, gate_up, down, weights, by_slot)
 
 
 def route_experts(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, top_k: int, scaling: float
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    top_k: int,
+    scaling: float,
+    arrived: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """engine/moe.route's routing (the same arguments and results; the experts largest first rather than in topk's
-    unsorted order) as the router's matmul and one kernel, where torch takes a dozen small ones (sigmoid, top-k,
-    gather, sum, ...)."""
-    logits = torch.nn.functional.linear(x.float(), weight.float()).contiguous()
-    tokens, experts = logits.shape
+    unsorted order), where torch takes a dozen small kernels (casts, sigmoid, top-k, gather, sum, ...): with
+    `arrived` (int32 zeros, at least one per token, left as zeros) one kernel, the router's matvec in parts of 16
+    experts side by side and the choice after; without (or for more tokens than counters: a prefill, where the
+    weight read once by a matmul beats once per token) the router's matmul, then one kernel."""
+    tokens, experts = x.shape[0], weight.shape[0]
+    matvec = arrived is not None and tokens <= arrived.numel()
+    if matvec:
+        logits = torch.empty((tokens, experts), dtype=torch.float32, device=x.device)
+        part = min(16, triton.next_power_of_2(experts))
+        grid: tuple[int, ...] = (tokens, triton.cdiv(experts, part))
+    else:
+        logits = torch.nn.functional.linear(x.float(), weight.float()).contiguous()
+        part, grid = 1, (tokens,)
     weights = torch.empty((tokens, top_k), dtype=torch.float32, device=x.device)
     index = torch.empty((tokens, top_k), dtype=torch.int64, device=x.device)
     common.launch(
-        _route_select,
-        (tokens,),
+        _route,
+        grid,
+        x,
+        weight.contiguous(),
         logits,
         bias.contiguous(),
         weights,
         index,
+        arrived if matvec else logits,
+        x.shape[1],
         experts,
+        x.stride(0),
         float(scaling),
         TOP_K=top_k,
         K_PAD=triton.next_power_of_2(top_k),
         BLOCK_E=triton.next_power_of_2(experts),
+        PART_E=part,
+        BLOCK_H=256,
+        MATVEC=matvec,
     )
     return weights, index
+
+
+def combine_add_rms_norm(
+    hidden: torch.Tensor,
+    slots: torch.Tensor,
+    shared: torch.Tensor | None,
+    weight: torch.Tensor,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A MoE layer's end in one kernel: its slots' outputs [T, top_k, H] (float32, expert_outputs') summed and
+    rounded, its shared expert's output [T, H] added in float32 and rounded, the result added to the residual
+    `hidden` [T, H] in place, and the residual's RMSNorm: (hidden, its norm), as layers.add_rms_norm(hidden,
+    moe's output, ...)."""
+    tokens, top_k, size = slots.shape
+    normed = torch.empty_like(hidden)
+    block = triton.next_power_of_2(size)
+    common.launch(
+        _combine_add_rms_norm,
+        (tokens,),
+        hidden,
+        slots.contiguous(),
+        hidden if shared is None else shared,
+        weight,
+        normed,
+        eps,
+        hidden.stride(0),
+        hidden.stride(0) if shared is None else shared.stride(0),
+        normed.stride(0),
+        SLOTS=top_k,
+        ROUTED=top_k,
+        SHARED=shared is not None,
+        N=size,
+        BLOCK=block,
+        num_warps=max(1, min(16, block // 512)),
+    )
+    return hidden, normed
