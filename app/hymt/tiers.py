@@ -32,10 +32,8 @@ ADA = (8, 9)
 TIERS: tuple[Tier, ...] = (
     Tier("bf16", "bf16", "bf16", "cuda"),
     Tier("bf16-int8kv", "bf16", "int8", "cuda"),
-    # Not picked by the planner for a 16-bit checkpoint until their kernels have run on a GPU (docs/profiles.md):
-    # HYMT_PROFILE chooses them, and Tencent's FP8 checkpoints, which only they hold, get them.
-    Tier("fp8", "fp8", "bf16", "cuda", auto=False, min_capability=ADA),
-    Tier("fp8-int8kv", "fp8", "int8", "cuda", auto=False, min_capability=ADA),
+    Tier("fp8", "fp8", "bf16", "cuda", min_capability=ADA),
+    Tier("fp8-int8kv", "fp8", "int8", "cuda", min_capability=ADA),
     Tier("int4", "int4", "bf16", "cuda", min_capability=AMPERE),
     Tier("int4-int8kv", "int4", "int8", "cuda", min_capability=AMPERE),
     Tier("nf4", "nf4", "bf16", "cuda"),

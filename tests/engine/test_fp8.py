@@ -286,11 +286,15 @@ def test_start_up_steps_down_through_the_tiers_that_hold_the_checkpoint():
     from hymt.settings import Settings
 
     ada = dataclasses.replace(simulate(None, 12), compute_capability=(8, 9))
-    # A 16-bit checkpoint steps down past the fp8 tiers, which the planner does not pick by itself yet.
     bf16 = plan(HUNYUAN_MT_7B_SHAPE, ada, Settings())
-    assert [t.name for t in tiers_to_try(bf16, auto=True)] == ["int4", "int4-int8kv", "nf4", "nf4-int8kv"]
-    forced = plan(HUNYUAN_MT_7B_SHAPE, ada, Settings(profile="fp8-int8kv"))
-    assert [t.name for t in tiers_to_try(forced, auto=False)] == ["fp8-int8kv"]
+    assert [t.name for t in tiers_to_try(bf16, auto=True)] == [
+        "fp8-int8kv",
+        "int4",
+        "int4-int8kv",
+        "nf4",
+        "nf4-int8kv",
+    ]
+    assert [t.name for t in tiers_to_try(bf16, auto=False)] == ["fp8-int8kv"]
     published = dataclasses.replace(HUNYUAN_MT_7B_SHAPE, quantized_bits=8, quantized_format="compressed-tensors-fp8")
     decision = plan(published, dataclasses.replace(ada, total_bytes=24 << 30, free_bytes=24 << 30), Settings())
     assert [t.name for t in tiers_to_try(decision, auto=True)] == ["fp8", "fp8-int8kv"]

@@ -15,26 +15,30 @@ from servers import Server
 GLOSSARY = [{"source": "GPU", "target": "Grafikkarte"}]
 
 
-def _card(gb: float):
+def _card(gb: float, capability: tuple[int, int]):
     import dataclasses
 
     from hymt.planner.gpu import simulate
 
-    return dataclasses.replace(simulate(None, gb), compute_capability=(8, 9))
+    return dataclasses.replace(simulate(None, gb), compute_capability=capability)
 
 
 @pytest.mark.parametrize(
-    "card_gb,translation,fusion",
+    "card_gb,capability,translation,fusion",
     [
-        (8, "int4-int8kv", None),
-        (12, "int4", None),
-        (16, "int4-int8kv", "nf4-int8kv"),
-        (24, "int4", "nf4"),
-        (48, "bf16", "bf16"),
-        (80, "bf16", "bf16"),
+        (8, (8, 9), "int4-int8kv", None),
+        (12, (8, 9), "fp8-int8kv", None),
+        (12, (8, 6), "int4", None),
+        (16, (8, 9), "int4-int8kv", "nf4-int8kv"),
+        (24, (8, 9), "fp8", "nf4"),
+        (24, (8, 6), "int4", "nf4"),
+        (48, (8, 9), "bf16", "bf16"),
+        (80, (8, 9), "bf16", "bf16"),
     ],
 )
-def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses(card_gb, translation, fusion):
+def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses(
+    card_gb, capability, translation, fusion
+):
     from hymt.planner.fusion import fusion_need_bytes, fusion_settings, plan_with_fusion
     from hymt.planner.gpu import GIB
     from hymt.planner.plan import plan
@@ -43,11 +47,11 @@ def test_planner_places_the_fusion_model_beside_the_translation_model_or_refuses
     from hymt.tiers import TIERS, TIERS_BY_NAME
 
     settings = Settings(fusion_model="/models/Hunyuan-MT-Chimera-7B")
-    decision = plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings)
+    decision = plan_with_fusion(HUNYUAN_MT_7B_SHAPE, HUNYUAN_MT_7B_SHAPE, _card(card_gb, capability), settings)
     assert decision.profile == translation
     if fusion is None:
         assert decision.fusion.placement == "refused" and "no room for both" in decision.fusion.reason
-        assert decision == plan(HUNYUAN_MT_7B_SHAPE, _card(card_gb), settings).with_fusion(decision.fusion)
+        assert decision == plan(HUNYUAN_MT_7B_SHAPE, _card(card_gb, capability), settings).with_fusion(decision.fusion)
         return
     own = decision.fusion.decision
     assert decision.fusion.placement == "resident" and own.profile == fusion

@@ -168,8 +168,9 @@ def decide_like_the_entrypoint(tmp: Path, card_gb: str | None) -> subprocess.Com
     "card_gb,profile",
     [
         ("8", "int4-int8kv"),
-        ("12", "int4"),
-        ("16", "int4"),
+        # Simulated with no GPU here, the card's generation is unknown, which the planner lets run FP8.
+        ("12", "fp8-int8kv"),
+        ("16", "fp8"),
         ("24", "bf16"),
         ("48", "bf16"),
         ("80", "bf16"),
