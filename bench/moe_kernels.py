@@ -28,7 +28,7 @@ from hymt.engine.kernels.moe import Int4Weights, block_sizes
 
 EXPERTS, TOP_K, HIDDEN, WIDTH = 128, 8, 2048, 768
 # (block_n, num_warps, num_stages) of the matvec by slot.
-BY_SLOT = list(itertools.product((8, 16, 32), (2, 4, 8), (1, 3)))
+BY_SLOT = [*itertools.product((8, 16, 32), (4, 8), (3,)), (16, 4, 1)]
 
 
 def random_int4(n: int, k: int) -> Int4Weights:
