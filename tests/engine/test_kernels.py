@@ -433,7 +433,7 @@ def check_route_experts(device: str, dtype: torch.dtype) -> None:
 
 def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
     """The int4 profiles' experts: each weight within half a step of its group's grid (plus the bf16 rounding of the
-    scale and minimum); the grouped matmuls over the 4-bit weights (halves of K that end inside a block) against
+    scale and minimum); the grouped matmuls over the 4-bit weights (tiles of 32 and 64 bytes) against
     the experts module's own torch path over the dequantized weights, for 9 tokens (one expert taking all) and 1,
     and so through the MoE block."""
     from types import SimpleNamespace
@@ -461,7 +461,7 @@ def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
         x = torch.randn(tokens, hidden, device=device).to(dtype)
         weights, index = route(x, router, bias, top_k, 2.826)
         want = module(x, index, weights)
-        grouped = {"block_m": 16, "block_n": 32, "block_k": 128}
+        grouped = {"block_m": 16, "block_n": 32, "block_k": 32}
         for sizes in (grouped, {}):  # the grouped matmuls, and the rule's choice (by slot for 2 tokens and 1)
             got = kernels.fused_experts(x, module.gate_up, module.down, index, weights, **sizes)
             close = torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4))
@@ -469,8 +469,10 @@ def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
         if tokens <= 2:  # by slot in tiles of 32 bytes (the down projection's half of K is one tile of 64)
             got = kernels.experts_by_slot(x, module.gate_up, module.down, index, weights, block_k=32).sum(dim=1)
             assert torch.allclose(got, want.float(), **_tolerance(dtype, scale=4)), tokens
-    with pytest.raises(ValueError, match="spans groups"):
+    with pytest.raises(ValueError, match="spans two groups"):
         kernels.experts_by_slot(x, module.gate_up, module.down, index, weights, block_k=128)
+    with pytest.raises(ValueError, match="spans two groups"):
+        kernels.fused_experts(x, module.gate_up, module.down, index, weights, block_m=16, block_k=128)
     # The MoE block hands the 4-bit experts to the kernels as it does transformers', and the kernels' sum with the
     # shared expert and the residual, and the next norm, are torch's.
     layer = SimpleNamespace(

@@ -50,11 +50,12 @@ if AVAILABLE:
             return tl.load(inputs + cols[None, :], mask=inside, other=0.0)
 
     @triton.jit
-    def _int4_tile(nibbles, scales, minimums, groups, inside):
-        """A [BLOCK_K, BLOCK_N] tile of 4-bit weights dequantized in float32: q * scale + minimum of each value's
-        group."""
-        scale = tl.load(scales + groups, mask=inside, other=0.0).to(tl.float32)
-        minimum = tl.load(minimums + groups, mask=inside, other=0.0).to(tl.float32)
+    def _int4_tile(nibbles, scales, minimums, group, columns):
+        """A [BLOCK_K, BLOCK_N] tile of 4-bit weights, all of one group a column (BLOCK_K divides GROUP / 2, so
+        each half of a tile lies in one group), dequantized in float32: q * scale + minimum, the column's scale and
+        minimum loaded once."""
+        scale = tl.load(scales + group, mask=columns, other=0.0).to(tl.float32)
+        minimum = tl.load(minimums + group, mask=columns, other=0.0).to(tl.float32)
         return nibbles.to(tl.float32) * scale + minimum
 
     @triton.jit
@@ -108,15 +109,15 @@ if AVAILABLE:
             half = K // 2
             scales = Scales + expert * stride_se + n[None, :].to(tl.int64) * stride_sn
             minimums = Minimums + expert * stride_se + n[None, :].to(tl.int64) * stride_sn
+            columns = (n < N)[None, :]
             for first in range(0, half, BLOCK_K):
                 cols = first + k
-                inside = (cols < half)[:, None] & (n < N)[None, :]
-                packed = tl.load(weights + cols[:, None], mask=inside, other=0)
+                packed = tl.load(weights + cols[:, None], mask=columns, other=0)
                 a = _input_tile(inputs, cols, K, real, GATED)
-                w = _int4_tile(packed & 15, scales, minimums, (cols // GROUP)[:, None], inside)
+                w = _int4_tile(packed & 15, scales, minimums, first // GROUP, columns)
                 acc = tl.dot(a, w.to(a.dtype), acc)
                 a = _input_tile(inputs, half + cols, K, real, GATED)
-                w = _int4_tile(packed >> 4, scales, minimums, ((half + cols) // GROUP)[:, None], inside)
+                w = _int4_tile(packed >> 4, scales, minimums, (half + first) // GROUP, columns)
                 acc = tl.dot(a, w.to(a.dtype), acc)
         else:
             for first in range(0, K, BLOCK_K):
@@ -393,6 +394,7 @@ def expert_outputs(
             return experts_by_slot(x, gate_up, down, index, weights)
         sizes = block_sizes(num_slots, num_experts)
         block_m, block_n, block_k, num_warps = (sizes[key] for key in ("block_m", "block_n", "block_k", "num_warps"))
+    _check_tile(gate_up, block_k)
     slots, block_experts, padded = align_by_expert(index, num_experts, block_m)
     blocks = slots.shape[0] // block_m
 
@@ -413,6 +415,13 @@ def expert_outputs(
         )
 
     return _two_passes(x, gate_up, down, weights, grouped)
+
+
+def _check_tile(weights: torch.Tensor | Int4Weights, block_k: int) -> None:
+    """The 4-bit kernels take one scale and minimum a row for each half of a tile of block_k bytes: block_k must
+    divide half a group (K is a multiple of the group, so the tiles' halves then never straddle two)."""
+    if isinstance(weights, Int4Weights) and (weights.group // 2) % block_k:
+        raise ValueError(f"4-bit experts: a tile of {block_k} bytes spans two groups of {weights.group}")
 
 
 def _two_passes(
@@ -460,8 +469,7 @@ def experts_by_slot(
     small kernels). block_k: 64 bytes of a 4-bit row a tile, 128 values of a 16-bit one, by default."""
     experts = index.reshape(-1).contiguous()
     block_k = block_k or (64 if isinstance(gate_up, Int4Weights) else 128)
-    if isinstance(gate_up, Int4Weights) and (gate_up.group // 2) % block_k:
-        raise ValueError(f"experts_by_slot: a 4-bit tile of {block_k} bytes spans groups of {gate_up.group}")
+    _check_tile(gate_up, block_k)
 
     def by_slot(operands: list, meta: dict, n: int) -> None:
         common.launch(
