@@ -74,14 +74,15 @@ def measure(rows: int, layers: list, router: torch.Tensor, bias: torch.Tensor, a
         )
         grouped[f"m{block_m}-n{options['block_n']}"] = rate(us)
     result["grouped"] = grouped
-    routers = [router] * len(layers)
+    routers = [router.clone() for _ in layers]  # each layer's own, as the model reads them
     result["route_torch_matmul_us"] = round(
         graph_time(routers, lambda r: kernels.route_experts(x, r, bias, TOP_K, 2.826)), 2
     )
     if rows <= arrived.numel():
-        result["route_one_kernel_us"] = round(
-            graph_time(routers, lambda r: kernels.route_experts(x, r, bias, TOP_K, 2.826, arrived)), 2
-        )
+        for part in (2, 4, 8, 16):
+            result[f"route_one_kernel_parts_of_{part}_us"] = round(
+                graph_time(routers, lambda r, p=part: kernels.route_experts(x, r, bias, TOP_K, 2.826, arrived, p)), 2
+            )
     slots = [torch.randn(rows, TOP_K, HIDDEN, device="cuda") for _ in range(4)]
     hidden, shared = (torch.randn(rows, HIDDEN, device="cuda").to(torch.bfloat16) for _ in range(2))
     norm = torch.ones(HIDDEN, dtype=torch.bfloat16, device="cuda")

@@ -6,6 +6,7 @@ checks is compiled for Hopper too (test_kernels_compile.py). Each check is also 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -419,9 +420,9 @@ def check_route_experts(device: str, dtype: torch.dtype) -> None:
             want_weights, want_index = route(x, router, bias, top_k, 2.826)
             # With arrival counters (enough for the tokens) the router's matvec is the kernel's; without, torch's.
             arrived = torch.zeros(16, dtype=torch.int32, device=device)
-            for counters in (None, arrived):
-                got_weights, got_index = kernels.route_experts(x, router, bias, top_k, 2.826, counters)
-                where = (experts, tokens, counters is not None and tokens <= 16)
+            for counters, part in ((None, 4), (arrived, 4), (arrived, 16)):
+                got_weights, got_index = kernels.route_experts(x, router, bias, top_k, 2.826, counters, part)
+                where = (experts, tokens, part, counters is not None and tokens <= 16)
                 assert got_index.dtype == want_index.dtype and got_weights.dtype == torch.float32
                 got_order, want_order = got_index.argsort(dim=1), want_index.argsort(dim=1)
                 assert torch.equal(got_index.gather(1, got_order), want_index.gather(1, want_order)), where
@@ -492,12 +493,54 @@ def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
         assert torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4))
 
 
+@contextlib.contextmanager
+def _routings():
+    """The routing of each MoE layer a forward pass runs, torch's or the kernel's: (x, router weight, bias, top-k,
+    the experts chosen [T, top_k]) in order."""
+    from hymt.engine import kernels, moe
+
+    chosen: list[tuple] = []
+    originals = moe.route, kernels.route_experts
+
+    def recording(route):
+        def recorded(x, weight, bias, top_k, *args):
+            weights, index = route(x, weight, bias, top_k, *args)
+            chosen.append((x, weight, bias, top_k, index))
+            return weights, index
+
+        return recorded
+
+    moe.route, kernels.route_experts = (recording(route) for route in originals)
+    try:
+        yield chosen
+    finally:
+        moe.route, kernels.route_experts = originals
+
+
+def _tipped(want: list[tuple], got: list[tuple], moe_layers: list[int]) -> dict[int, int]:
+    """Token -> the first layer where the two passes chose other experts for it; each such choice a near tie (the
+    last expert in and the first out within 2 % in torch's score), or the check fails: a fault, not rounding."""
+    tipped: dict[int, int] = {}
+    assert len(want) == len(got) == len(moe_layers)
+    for layer, (x, weight, bias, top_k, want_index), (*_, got_index) in zip(moe_layers, want, got):
+        for t in range(x.shape[0]):
+            if t in tipped or set(want_index[t].tolist()) == set(got_index[t].tolist()):
+                continue
+            choice = torch.sigmoid(x[t].float() @ weight.float().T) + bias
+            ranked = choice.sort(descending=True).values
+            margin = (ranked[top_k - 1] - ranked[top_k]).item()
+            assert margin <= 0.02 * ranked[top_k - 1].abs().item(), f"token {t}, layer {layer}: margin {margin}"
+            tipped[t] = layer
+    return tipped
+
+
 def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None:
     """A test model's decoding step for three segments, with the kernels and with torch's path, from the same
     arena: the same logits and the same arena afterwards, 16-bit and INT8. In 16 bits its weights fused as loading
     fuses them, and with the kernels every linear layer through the matvec as start-up's timing may choose it, so
     that one row's down projection takes the SiLU inside. For Hy-MT2-30B-A3B's model: the Q/K norms before the
-    rotation, and the routed experts through the grouped matmuls against transformers' experts module."""
+    rotation, and the routed experts through the kernels against transformers' experts module; a token whose experts
+    the two passes chose apart (a near tie, checked) is compared up to that layer."""
     from transformers import AutoModelForCausalLM
 
     from hymt.engine.model import Batch, Decoder, dense_mlp
@@ -546,28 +589,39 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
                 max_query=1,
                 max_kv=32,
             )
-            results = []
+            results, routings = [], []
             for use_kernels in (False, True):
                 for tensor, copy in zip(state, saved):
                     tensor.copy_(copy)
                 decoder.kernels, decoder.matvec = use_kernels, tuned if use_kernels else {}
-                logits = decoder.forward(batch)
+                with _routings() as chosen:
+                    logits = decoder.forward(batch)
                 results.append((logits, [t.clone() for t in state]))
+                routings.append(chosen)
             (want, want_arena), (got, got_arena) = results
             where = f"rows {rows}, int8 arena {quantized}"
-            gap = (got.float() - want.float()).abs().max().item()
-            assert torch.allclose(got.float(), want.float(), atol=1e-3 if dtype == torch.float32 else 5e-2), (
-                f"logits, {where}: {gap}"
-            )
+            # Where a token's experts differ (a near tie that a bf16 unit tipped), its later values differ by more
+            # than rounding: left out from that layer on.
+            moe_layers = [i for i, layer in enumerate(decoder.layers) if hasattr(layer.mlp, "experts")]
+            tipped = _tipped(*routings, moe_layers)
+            kept = [t for t in range(rows) if t not in tipped]
+            gap = (got[kept].float() - want[kept].float()).abs().max().item() if kept else 0.0
+            assert torch.allclose(
+                got[kept].float(), want[kept].float(), atol=1e-3 if dtype == torch.float32 else 5e-2
+            ), f"logits, {where}: {gap}"
             for i, (got_t, want_t) in enumerate(zip(got_arena, want_arena)):
+                for t, layer in tipped.items():
+                    if i % config.num_hidden_layers > layer:
+                        got_t[batch.write_index[t]] = want_t[batch.write_index[t]]
                 gap = (got_t.float() - want_t.float()).abs().max().item()
-                if got_t.dtype == torch.int8:
-                    assert gap <= 1, f"arena tensor {i}, {where}: {gap}"
+                if got_t.dtype == torch.int8:  # a key a bf16 unit apart: up to two steps (check_rope_norm_store)
+                    assert gap <= 2, f"arena tensor {i}, {where}: {gap}"
                 else:  # to a unit or two in the last place of the values about it (a key's entries near zero
                     # come from entries about 1 rotated together; hy_v3's, rotated after their norm, reach 4): in
                     # bfloat16 on an H100 1 and 2 units (0.0078 and 0.0156)
                     ulps = 1e-3 if dtype == torch.float32 else 2 * torch.finfo(dtype).eps
-                    close = torch.allclose(got_t.float(), want_t.float(), atol=ulps, rtol=ulps)
+                    size = want_t.float().abs().max().item()
+                    close = torch.allclose(got_t.float(), want_t.float(), atol=ulps * size, rtol=ulps)
                     assert close, f"arena tensor {i}, {where}: {gap}"
 
 
@@ -705,6 +759,21 @@ needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, re
 # The sampling check takes minutes in the interpreter on a loaded machine: past pytest's default timeout.
 @needs_triton
 @pytest.mark.timeout(900)
+def test_the_decoding_step_check_leaves_out_a_token_whose_experts_tipped_only_at_a_near_tie():
+    """_tipped: a token whose two passes chose other experts at a near tie is left out from that layer; a choice
+    apart where the scores were not close is a fault."""
+    weight = torch.eye(4)
+    bias = torch.zeros(4)
+    near = torch.tensor([[3.0, 1.001, 1.0, -2.0], [3.0, 2.0, -1.0, -2.0]])  # token 0: experts 1 and 2 nearly tied
+    index = torch.tensor([[0, 1], [0, 1]])
+    swapped = torch.tensor([[0, 2], [0, 1]])
+    want = [(near, weight, bias, 2, index)] * 2
+    assert _tipped(want, [(near, weight, bias, 2, index), (near, weight, bias, 2, swapped)], [1, 2]) == {0: 2}
+    assert _tipped(want, [(near, weight, bias, 2, index)] * 2, [1, 2]) == {}
+    with pytest.raises(AssertionError, match="token 1, layer 1"):
+        _tipped(want, [(near, weight, bias, 2, torch.tensor([[0, 1], [0, 2]]))] * 2, [1, 2])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("check", sorted(CHECKS))
 def test_kernel_in_the_interpreter(interpreter, check, dtype):

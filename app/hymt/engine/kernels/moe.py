@@ -345,6 +345,12 @@ def align_by_expert(
     return sorted_slots, block_experts, ends[-1:]
 
 
+# The most tokens whose experts take the matvec by slot: it reads an expert once per slot, the grouped matmuls once
+# per block of slots. On an H100 with the 30B-A3B's experts in 4 bits (bench/moe_kernels.py), a layer's two passes
+# by slot took 41, 69 and 126 us for 1, 2 and 4 tokens against 80, 101 and 145 grouped; 234 against 206 for 8.
+BY_SLOT_TOKENS = 4
+
+
 def block_sizes(num_slots: int, num_experts: int) -> dict:
     """Block height about the slots an expert gets on average (16 for a decoding batch, up to 64 in a prefill);
     wider blocks of N for the larger matmuls."""
@@ -390,7 +396,7 @@ def expert_outputs(
         )
     num_slots = tokens * top_k
     if block_m is None:
-        if num_slots <= num_experts:
+        if tokens <= BY_SLOT_TOKENS and num_slots <= num_experts:
             return experts_by_slot(x, gate_up, down, index, weights)
         sizes = block_sizes(num_slots, num_experts)
         block_m, block_n, block_k, num_warps = (sizes[key] for key in ("block_m", "block_n", "block_k", "num_warps"))
@@ -494,17 +500,20 @@ def route_experts(
     top_k: int,
     scaling: float,
     arrived: torch.Tensor | None = None,
+    part_experts: int = 4,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """engine/moe.route's routing (the same arguments and results; the experts largest first rather than in topk's
     unsorted order), where torch takes a dozen small kernels (casts, sigmoid, top-k, gather, sum, ...): with
-    `arrived` (int32 zeros, at least one per token, left as zeros) one kernel, the router's matvec in parts of 16
-    experts side by side and the choice after; without (or for more tokens than counters: a prefill, where the
-    weight read once by a matmul beats once per token) the router's matmul, then one kernel."""
+    `arrived` (int32 zeros, at least one per token, left as zeros) one kernel, the router's matvec in parts of
+    `part_experts` experts side by side and the choice after; without (or for more tokens than counters: a prefill,
+    where the weight read once by a matmul beats once per token) the router's matmul, then one kernel. On an H100
+    parts of 16 (8 programs a token) took 13.7 us at one token, the matmul and kernel 12.9: too few programs to
+    read the router's 512 KB fast; hence 4 by default (not yet timed)."""
     tokens, experts = x.shape[0], weight.shape[0]
     matvec = arrived is not None and tokens <= arrived.numel()
     if matvec:
         logits = torch.empty((tokens, experts), dtype=torch.float32, device=x.device)
-        part = min(16, triton.next_power_of_2(experts))
+        part = min(part_experts, triton.next_power_of_2(experts))
         grid: tuple[int, ...] = (tokens, triton.cdiv(experts, part))
     else:
         logits = torch.nn.functional.linear(x.float(), weight.float()).contiguous()
