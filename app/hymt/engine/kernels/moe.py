@@ -1,18 +1,23 @@
-"""`fused_experts`: the routed experts of a Mixture-of-Experts layer (hy_v3) as two grouped matmuls, and
-`route_experts`, the router's choice of them after its matmul in one kernel. Each token's chosen experts make its
-slots (token x top-k); the slots are sorted by expert and each expert's run padded to a multiple of the block height
-(`align_by_expert`), so that one program's block of rows all use one expert's weights.
-The first matmul takes each slot's token through its expert's gate/up projection; the second applies SiLU(gate) * up
-as it reads that, takes it through the expert's down projection and weighs it by the slot's routing weight. The
-top-k slots of a token are summed in float32 after, in a fixed order (no atomics), as transformers sums them.
+"""The routed experts of a Mixture-of-Experts layer (hy_v3) on the GPU: `expert_outputs` (each slot's weighed output;
+`fused_experts`, their sum), `route_experts` (the router's choice of them) and `combine_add_rms_norm` (the layer's
+end). Each token's chosen experts make its slots (token x top-k).
+
+- A few tokens (`BY_SLOT_TOKENS`, a decoding step of up to 4 rows): a matvec a slot, each reading its own expert's
+  weights, with no sorting.
+- More: two grouped matmuls. The slots are sorted by expert and each expert's run padded to a multiple of the block
+  height (`align_by_expert`), so that one program's block of rows all use one expert's weights; an expert is read
+  once per block of slots. The block sizes are a first choice by rule (`block_sizes`).
+Either way the first pass takes each slot's token through its expert's gate/up projection; the second applies
+SiLU(gate) * up as it reads that, takes it through the expert's down projection and weighs it by the slot's routing
+weight. The top-k slots of a token are summed in float32 after, in a fixed order (no atomics), as transformers sums
+them: in the decoder by `combine_add_rms_norm`, which also adds the shared expert and the residual and takes the
+next layer's norm (torch's five kernels for that took 12.6 us a layer on an H100, the kernel 4.2).
 
 Every shape follows from the number of tokens alone, and nothing is read back to the host: a decoding step runs it
 inside its CUDA graph; the programs of blocks past the padded total return at once. Prefill runs the same kernels.
-The block sizes are a first choice by rule (`block_sizes`), not yet timed on a GPU. A step of no more slots than
-experts (a decoding step of a few rows) takes a matvec by slot instead, each slot reading its own expert's weights,
-with no sorting: a one-row step's experts are 19 MB of 4-bit weights, a few microseconds of reading, beside which the
-sorting's dozen small kernels are likely the larger cost (the 30B-A3B's one-row step took 9.65 ms on an H100 with
-them; not profiled apart, and this path is not yet timed on a GPU).
+Timed on an H100 with the 30B-A3B's 4-bit experts (bench/moe_kernels.py, bench/history/checks-20261207T1515Z): the
+matvec by slot 41.5 us a layer at one row (about 500 GB/s: the dequantization's arithmetic is its limit), grouped
+from 206 us at 8 rows to 428 at 64.
 
 The experts' weights come 16-bit (transformers' stacked [E, N, K] tensors) or in 4 bits (`Int4Weights`, made by
 engine/experts_int4.py): groups of 128 along K with a bf16 scale and minimum each (w = q * scale + minimum, q in
