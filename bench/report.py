@@ -157,6 +157,31 @@ def teams(records: list[dict]) -> list[str]:
     return lines
 
 
+def _stream(records: list[dict], card: float, engine: str) -> dict | None:
+    """The engine's single stream on the card in the profile its clients were served with (any, where none were)."""
+    served = next((r for c in (1, 16, 64) if (r := _find(records, card, engine, "clients", c))), None)
+    return _find(records, card, engine, "single_stream", **({"profile": served["profile"]} if served else {}))
+
+
+def pinned(records: list[dict]) -> list[str]:
+    """The lines of hymt's single streams in a profile other than the one its card was served with (a profile
+    pinned: the 7B's int4 on a 12 GB card, where Ada and Hopper are given fp8-int8kv), each against llama.cpp's
+    single stream on that card."""
+    lines = []
+    for r in records:
+        if r.get("scenario") != "single_stream" or r.get("engine") != "hymt" or "error" in r:
+            continue
+        if _stream(records, r["card_gb"], "hymt") is r:
+            continue
+        theirs = _stream(records, r["card_gb"], "llama.cpp")
+        against = f", {_ratio(r, theirs)} llama.cpp's ({theirs['profile']}) on that card" if theirs else ""
+        lines += [
+            "",
+            f"hymt's single stream on a {r['card_gb']:g} GB card in {r['profile']}: {_tok_s(r)} tok/s{against}.",
+        ]
+    return lines
+
+
 def beside(results: dict) -> list[str]:
     """The lines of other models' single streams measured in the run (bench/standard.py's `beside`), each against
     the run's model's single stream on each of its cards; none where the run had none (a run from before the results
@@ -214,7 +239,7 @@ def table(results: dict) -> str:
     for card in cards:
         for engine in ENGINES:
             rows = {c: _find(records, card, engine, "clients", c) for c in (1, 16, 64)}
-            stream = _find(records, card, engine, "single_stream")
+            stream = _stream(records, card, engine)
             present = [r for r in (*rows.values(), stream) if r]
             if not present:
                 continue
@@ -235,9 +260,11 @@ def table(results: dict) -> str:
     for card in cards:
         cells = [
             _ratio(_find(records, card, "hymt", s, c), _find(records, card, "llama.cpp", s, c))
-            for s, c in (("clients", 1), ("clients", 64), ("single_stream", 1))
+            for s, c in (("clients", 1), ("clients", 64))
         ]
+        cells.append(_ratio(_stream(records, card, "hymt"), _stream(records, card, "llama.cpp")))
         lines.append(f"| {card:g} GB | " + " | ".join(cells) + " |")
+    lines += pinned(records)
     lines += teams(records)
     lines += beside(results)
     failed = [r for r in results["records"] if "error" in r]

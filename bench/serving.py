@@ -197,11 +197,12 @@ def _document(model_dir: Path, card: float, args, log) -> dict:
     }
 
 
-def single_stream(model_dir: Path, card: float, args, log, family: Family | None = None) -> dict:
+def single_stream(model_dir: Path, card: float, args, log, family: Family | None = None, profile: str = "auto") -> dict:
     """hymt's engine in-process, one segment decoding (bench/profile_step.py, which profiles the step too); of the
-    run's model, or of `family`'s beside it."""
+    run's model, or of `family`'s beside it; on the card's own profile ("auto") or the one given."""
     key = family.key if family is not None else args.family
-    out = args.out.parent / (f"profile-{card:g}gb.json" if key == args.family else f"profile-{key}-{card:g}gb.json")
+    name = ("" if key == args.family else f"{key}-") + f"{card:g}gb" + ("" if profile == "auto" else f"-{profile}")
+    out = args.out.parent / f"profile-{name}.json"
     env = {**os.environ, "PYTHONPATH": _pythonpath(), "TOKENIZERS_PARALLELISM": "false"}
     head = {
         "run": args.run,
@@ -220,6 +221,8 @@ def single_stream(model_dir: Path, card: float, args, log, family: Family | None
                 str(model_dir),
                 "--card",
                 str(card),
+                "--profile",
+                profile,
                 "--out",
                 str(out),
             ],

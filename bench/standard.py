@@ -34,31 +34,33 @@ SESSION = ("clients", "document", "mixed")  # hymt's, in one server's session on
 @dataclass(frozen=True)
 class Standard:
     """What the standard run measures for one model: the simulated cards hymt is served on (in this order), the
-    cards of its single stream in-process, the cards of the document and mixed scenarios (hymt's, in the session
+    cards and profiles of its single streams in-process ("auto": the card's own, the planner's; or one pinned), the
+    cards of the document and mixed scenarios (hymt's, in the session
     of its clients on the card, and llama-server's, for the types that stand for them), the cards each of
     llama.cpp's GGUF types stands for and the type the converter writes, which the others are quantized from; and
-    other models' single streams in the same run, to compare with (each on its card, built after this model's
-    GGUFs are deleted)."""
+    other models' single streams in the same run, to compare with (each on its card and profile, built after this
+    model's GGUFs are deleted)."""
 
     family: Family
     model_dir: Path  # where its checkpoint is built when missing
     cards: tuple[float, ...]
-    single_stream_cards: tuple[float, ...]
+    single_streams: tuple[tuple[float, str], ...]
     mixed_cards: tuple[float, ...]
     llama_types: Mapping[str, tuple[float, ...]]
     llama_source: str = "BF16"
-    beside: tuple[tuple[Family, float], ...] = ()
+    beside: tuple[tuple[Family, float, str], ...] = ()
 
 
 STANDARDS = {
     s.family.key: s
     for s in (
-        # A person with an 8-16 GB card runs Q4_K_M; hymt's single stream on its int4 and bf16 profiles.
+        # A person with an 8-16 GB card runs Q4_K_M. hymt's single stream on int4 (pinned: on Ada and Hopper the
+        # planner gives 12 GB fp8-int8kv), on 16 GB's own profile (fp8 there) and on bf16.
         Standard(
             HUNYUAN_MT_7B,
             Path("/tmp/hymt-7b"),
             cards=(12.0, 24.0, 8.0, 16.0),
-            single_stream_cards=(12.0, 24.0),
+            single_streams=((12.0, "int4"), (16.0, "auto"), (24.0, "auto")),
             mixed_cards=(12.0, 24.0),
             llama_types={"Q4_K_M": (8.0, 12.0, 16.0), "BF16": (24.0,)},
         ),
@@ -68,7 +70,7 @@ STANDARDS = {
             HY_MT2_1_8B,
             Path("/tmp/hymt-1.8b"),
             cards=(4.0, 6.0, 8.0),
-            single_stream_cards=(4.0, 8.0),
+            single_streams=((4.0, "auto"), (8.0, "auto")),
             mixed_cards=(4.0, 8.0),
             llama_types={"Q4_K_M": (4.0,), "BF16": (6.0, 8.0)},
         ),
@@ -80,11 +82,11 @@ STANDARDS = {
             HY_MT2_30B_A3B,
             Path("/tmp/hymt-30b-a3b"),
             cards=(24.0, 80.0),
-            single_stream_cards=(24.0, 80.0),
+            single_streams=((24.0, "auto"), (80.0, "auto")),
             mixed_cards=(),
             llama_types={"Q4_K_M": (24.0,)},
             llama_source="Q8_0",
-            beside=((HUNYUAN_MT_7B, 12.0),),
+            beside=((HUNYUAN_MT_7B, 12.0, "int4"),),
         ),
     )
 }
@@ -191,9 +193,9 @@ def standard(args, chosen: Standard) -> dict:
         os.sched_setaffinity(0, cores[: len(cores) // 2])  # hymt's servers inherit the other half
 
     def single_streams() -> None:
-        for card in (c for c in chosen.single_stream_cards if c in args.cards):
-            if due(f"hymt single stream {card:g} GB", grace=args.budget_s / 4):
-                add([single_stream(args.model_dir, card, args, log)])
+        for card, profile in (s for s in chosen.single_streams if s[0] in args.cards):
+            if due(f"hymt single stream {card:g} GB ({profile})", grace=args.budget_s / 4):
+                add([single_stream(args.model_dir, card, args, log, profile=profile)])
 
     streams = "single_stream" in chosen_scenarios and "hymt" in engines
     for card, scenarios in sessions.items():
@@ -238,12 +240,12 @@ def standard(args, chosen: Standard) -> dict:
     if streams:
         single_streams()
     if "single_stream" in chosen_scenarios and "hymt" in engines:
-        for family, card in chosen.beside:
+        for family, card, profile in chosen.beside:
             other = STANDARDS[family.key]
-            if due(f"{family.key} single stream {card:g} GB", grace=args.budget_s / 4):
+            if due(f"{family.key} single stream {card:g} GB ({profile})", grace=args.budget_s / 4):
                 if not (other.model_dir / "config.json").is_file():
                     add([{**head, "family": family.key, "scenario": "build", **build(other.model_dir, family)}])
-                add([single_stream(other.model_dir, card, args, log, family)])
+                add([single_stream(other.model_dir, card, args, log, family, profile)])
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     log.close()

@@ -30,7 +30,8 @@ from hymt.languages import resolve
 from hymt.prompts import user_message
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILES = {4.0: "int4-int8kv", 6.0: "bf16-int8kv", 8.0: "bf16", 12.0: "int4", 16.0: "int4", 24.0: "bf16"}
+# The planner's profiles on Hopper (the 7B's 12 and 16 GB in fp8; 4 to 8 GB the 1.8B's).
+PROFILES = {4.0: "int4-int8kv", 6.0: "bf16-int8kv", 8.0: "bf16", 12.0: "fp8-int8kv", 16.0: "fp8", 24.0: "bf16"}
 
 
 @pytest.fixture
@@ -179,9 +180,10 @@ def stand_ins(bench, monkeypatch, servers):
         if str(cmd[0]).endswith("llama-bench"):
             rows = [{"n_prompt": 64, "n_gen": 0, "avg_ts": 5000.0}, {"n_prompt": 0, "n_gen": 128, "avg_ts": 300.0}]
             return subprocess.CompletedProcess(cmd, 0, "\n".join(map(json.dumps, rows)), "")
-        card = float(cmd[cmd.index("--card") + 1])
+        card, profile = float(cmd[cmd.index("--card") + 1]), cmd[cmd.index("--profile") + 1]
         job = {"greedy": {"decode_tok_s": 400.0, "tok_s": 350.0}, "official": {"decode_tok_s": 380.0}}
-        Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps({"profile": PROFILES[card], "job": job}))
+        chosen = PROFILES[card] if profile == "auto" else profile
+        Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps({"profile": chosen, "job": job}))
         return subprocess.CompletedProcess(cmd, 0)
 
     def clients(target, count, per_client, deadline):
@@ -216,13 +218,13 @@ MIXED_FIELDS = {
 
 
 @pytest.mark.parametrize(
-    "key,hymt_cards,llama_cards,single_stream_cards,mixed_cards,stands_for",
+    "key,hymt_cards,llama_cards,single_streams,mixed_cards,stands_for",
     [
         (
             "hunyuan-mt-7b",
             [12.0, 24.0, 8.0, 16.0],
             {"Q4_K_M": [8.0, 12.0, 16.0], "BF16": [24.0]},
-            [12.0, 24.0],
+            [(12.0, "int4"), (16.0, "fp8"), (24.0, "bf16")],
             [12.0, 24.0],
             "Q4_K_M stands for 8, 12 and 16 GB, BF16 for 24 GB",
         ),
@@ -230,15 +232,17 @@ MIXED_FIELDS = {
             "hy-mt2-1.8b",
             [4.0, 6.0, 8.0],
             {"Q4_K_M": [4.0], "BF16": [6.0, 8.0]},
-            [4.0, 8.0],
+            [(4.0, "int4-int8kv"), (8.0, "bf16")],
             [4.0, 8.0],
             "Q4_K_M stands for 4 GB, BF16 for 6 and 8 GB",
         ),
     ],
 )
 def test_the_standard_run_of_each_family(
-    bench, stand_ins, tmp_path, key, hymt_cards, llama_cards, single_stream_cards, mixed_cards, stands_for
+    bench, stand_ins, tmp_path, key, hymt_cards, llama_cards, single_streams, mixed_cards, stands_for
 ):
+    """Each family's standard run with the stand-ins' Hopper plan: the 7B's single stream on 12 GB pinned to int4,
+    which the table lists apart from the card's fp8-int8kv row."""
     run, standard, report = bench("run"), bench("standard"), bench("report")
     out = ["--out", str(tmp_path / "standard.json"), "--run", "test"]
     args = run.arguments(["standard", "--family", key, *out, *SHORT])
@@ -252,8 +256,9 @@ def test_the_standard_run_of_each_family(
     assert not [r for r in records if "error" in r]
     hymt = [r for r in records if r.get("engine") == "hymt"]
     assert [r["card_gb"] for r in hymt if r["scenario"] == "clients" and r["clients"] == 1] == hymt_cards
-    assert all(r["profile"] == PROFILES[r["card_gb"]] for r in hymt)
-    assert [r["card_gb"] for r in hymt if r["scenario"] == "single_stream"] == single_stream_cards
+    assert all(r["profile"] == PROFILES[r["card_gb"]] for r in hymt if r["scenario"] != "single_stream")
+    assert [(r["card_gb"], r["profile"]) for r in hymt if r["scenario"] == "single_stream"] == single_streams
+    in_rows = [card for card, profile in single_streams if profile == PROFILES[card]]
     for scenario in ("single_stream", "clients"):
         stood = {}
         for r in records:
@@ -302,7 +307,7 @@ def test_the_standard_run_of_each_family(
     assert f"random weights of the real {FAMILIES[key].name} shape" in table
     assert f"in the same run ({stands_for}):" in table
     for card in hymt_cards:
-        streamed = card in single_stream_cards
+        streamed = card in in_rows
         assert (
             f"| {card:g} GB | hymt | {PROFILES[card]} | 10 (0.5 s) | 160 | 640 (0.5 / 0.6 s) | "
             + ("400 |" if streamed else "– |")
@@ -311,6 +316,10 @@ def test_the_standard_run_of_each_family(
         kind = next(k for k, cards in llama_cards.items() if card in cards)
         assert f"| {card:g} GB | llama.cpp | {kind} | 10 (0.5 s) | 160 | 640 (0.5 / 0.6 s) | 300 |" in table
         assert f"| {card:g} GB | 1.00x | 1.00x | {'1.33x' if streamed else '–'} |" in table
+    for card, profile in single_streams:
+        kind = next(k for k, cards in llama_cards.items() if card in cards)
+        line = f"hymt's single stream on a {card:g} GB card in {profile}: 400 tok/s, 1.33x llama.cpp's ({kind})"
+        assert (line in table) == (card not in in_rows)
     assert "Teams: interactive sentences while documents run. 16 clients send sentences" in table
     for r in teams:
         document = next((d for d in documents if d["card_gb"] == r["card_gb"] and r["engine"] == "hymt"), None)
@@ -375,7 +384,7 @@ def test_the_30b_run_has_the_7b_single_stream_beside_it(bench, stand_ins, tmp_pa
         ("hunyuan-mt-7b", "hymt", "single_stream", 12.0, "int4"),
     ]
     assert [args[-2:] for args in stand_ins.prepared] == [(("Q4_K_M",), "Q8_0")]
-    assert (tmp_path / "profile-hunyuan-mt-7b-12gb.json").is_file() and (tmp_path / "profile-24gb.json").is_file()
+    assert (tmp_path / "profile-hunyuan-mt-7b-12gb-int4.json").is_file() and (tmp_path / "profile-24gb.json").is_file()
     table = report.table(results)
     assert "random weights of the real Hy-MT2-30B-A3B shape" in table and "(Q4_K_M stands for 24 GB):" in table
     assert "12 GB" not in table.split("Beside it")[0]
@@ -440,15 +449,15 @@ def test_the_mixed_and_document_scenarios_alone_on_one_card(bench, stand_ins, tm
     args = run.arguments(["standard", "--scenarios", "mixed,document", "--cards", "12", *out, *SHORT])
     records = standard.standard(args, standard.STANDARDS["hunyuan-mt-7b"])["records"]
     assert [(r.get("engine"), r["scenario"], r.get("profile"), r.get("card_gb")) for r in records] == [
-        ("hymt", "document", "int4", 12.0),
-        ("hymt", "mixed", "int4", 12.0),
+        ("hymt", "document", "fp8-int8kv", 12.0),
+        ("hymt", "mixed", "fp8-int8kv", 12.0),
         ("llama.cpp", "prepare", None, None),
         ("llama.cpp", "mixed", "Q4_K_M", 12.0),
     ]
     assert len(stand_ins.prepared) == 1 and not stand_ins.targets  # no clients scenario ran
     table = report.table({"records": records, "environment": {}, "new_tokens": 64})
-    assert "| card | engine | profile | 1 client" not in table and "| 12 GB | hymt | int4 | " in table
-    assert "| 12 GB | hymt | int4 | " in table and "| 12 GB | llama.cpp | Q4_K_M | " in table
+    assert "| card | engine | profile | 1 client" not in table and "| 12 GB | hymt | fp8-int8kv | " in table
+    assert "| 12 GB | hymt | fp8-int8kv | " in table and "| 12 GB | llama.cpp | Q4_K_M | " in table
 
     args = run.arguments(["standard", "--scenarios", "document", "--cards", "24,8", "--engines", "hymt", *out])
     records = standard.standard(args, standard.STANDARDS["hunyuan-mt-7b"])["records"]
