@@ -20,7 +20,8 @@ matvec by slot 41.5 us a layer at one row (about 500 GB/s, its time in proportio
 dequantization's arithmetic, about six operations a weight, two of them conversions at a quarter of the rate, was
 its limit), grouped from 206 us at 8 rows to 428 at 64. The matvec by slot has since read its bytes as int32 words,
 made each 4-bit value a float32 without a conversion instruction and taken the scale and minimum out of the sum
-(about four full-rate operations a weight): not yet timed.
+(about four full-rate operations a weight), and the grouped matmuls make their 4-bit values float32 the same way:
+not yet timed.
 
 The experts' weights come 16-bit (transformers' stacked [E, N, K] tensors) or in 4 bits (`Int4Weights`, made by
 engine/experts_int4.py): groups of 128 along K with a bf16 scale and minimum each (w = q * scale + minimum, q in
@@ -61,10 +62,11 @@ if AVAILABLE:
     def _int4_tile(nibbles, scales, minimums, group, columns):
         """A [BLOCK_K, BLOCK_N] tile of 4-bit weights, all of one group a column (BLOCK_K divides GROUP / 2, so
         each half of a tile lies in one group), dequantized in float32: q * scale + minimum, the column's scale and
-        minimum loaded once."""
+        minimum loaded once; q made a float32 as _int4_half makes it, without a conversion instruction."""
         scale = tl.load(scales + group, mask=columns, other=0.0).to(tl.float32)
         minimum = tl.load(minimums + group, mask=columns, other=0.0).to(tl.float32)
-        return nibbles.to(tl.float32) * scale + minimum
+        q = (nibbles.to(tl.int32) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
+        return q * scale + minimum
 
     @triton.jit
     def _expert_gemm(
