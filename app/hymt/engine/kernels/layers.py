@@ -172,13 +172,21 @@ if AVAILABLE:
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
         inside = cols < N
-        hidden = tl.load(Hidden + row * stride_hidden + cols, mask=inside, other=0.0)
-        hidden = hidden + tl.load(Delta + row * stride_delta + cols, mask=inside, other=0.0)
-        tl.store(Hidden + row * stride_hidden + cols, hidden, mask=inside)
+        delta = tl.load(Delta + row * stride_delta + cols, mask=inside, other=0.0)
+        add_norm_row(Hidden + row * stride_hidden, delta, Weight, Normed + row * stride_normed, eps, cols, N)
+
+    @triton.jit
+    def add_norm_row(hidden_row, delta, Weight, normed_row, eps, cols, N: tl.constexpr):
+        """One row's residual sum hidden + delta (in the model's dtype) stored in place, and its RMSNorm (float32,
+        rounded, times the weight) stored at normed_row."""
+        inside = cols < N
+        hidden = tl.load(hidden_row + cols, mask=inside, other=0.0)
+        hidden = hidden + delta.to(hidden.dtype)
+        tl.store(hidden_row + cols, hidden, mask=inside)
         x = hidden.to(tl.float32)
         inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
         normed = tl.load(Weight + cols, mask=inside, other=0.0) * (x * inv).to(hidden.dtype)
-        tl.store(Normed + row * stride_normed + cols, normed, mask=inside)
+        tl.store(normed_row + cols, normed, mask=inside)
 
 
 def rope_norm_store(

@@ -44,6 +44,7 @@ if AVAILABLE:
     import triton.language as tl
 
     from .common import wait_for_inputs
+    from .layers import add_norm_row
     from .matvec import _row_input
 
     @triton.jit
@@ -300,33 +301,25 @@ if AVAILABLE:
         stride_shared,
         stride_normed,
         SLOTS: tl.constexpr,
-        ROUTED: tl.constexpr,
         SHARED: tl.constexpr,
         N: tl.constexpr,
         BLOCK: tl.constexpr,
         PDL: tl.constexpr,
     ):
-        """One token: its ROUTED slots' outputs (float32) summed in order and rounded to the model's dtype, plus
-        (SHARED) its shared expert's output, in float32 and rounded (transformers' fp32 combine, which a 16-bit add
+        """One token: its SLOTS' outputs (float32) summed in order and rounded to the model's dtype, plus (SHARED)
+        its shared expert's output, in float32 and rounded (transformers' fp32 combine, which a 16-bit add
         equals), added to the residual in place, and the residual's RMSNorm, as layers._add_rms_norm."""
         wait_for_inputs(PDL)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         inside = cols < N
-        dtype = Hidden.dtype.element_ty
         routed = tl.zeros([BLOCK], tl.float32)
-        for j in tl.static_range(ROUTED):
+        for j in tl.static_range(SLOTS):
             routed += tl.load(Slots + (row * SLOTS + j) * N + cols, mask=inside, other=0.0)
-        delta = routed.to(dtype).to(tl.float32)
+        delta = routed.to(Hidden.dtype.element_ty).to(tl.float32)
         if SHARED:
             delta += tl.load(Shared + row * stride_shared + cols, mask=inside, other=0.0).to(tl.float32)
-        hidden = tl.load(Hidden + row * stride_hidden + cols, mask=inside, other=0.0)
-        hidden = hidden + delta.to(dtype)
-        tl.store(Hidden + row * stride_hidden + cols, hidden, mask=inside)
-        x = hidden.to(tl.float32)
-        inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-        normed = tl.load(Weight + cols, mask=inside, other=0.0) * (x * inv).to(dtype)
-        tl.store(Normed + row * stride_normed + cols, normed, mask=inside)
+        add_norm_row(Hidden + row * stride_hidden, delta, Weight, Normed + row * stride_normed, eps, cols, N)
 
 
 @dataclass(frozen=True)
@@ -460,9 +453,11 @@ def _two_passes(
     down: torch.Tensor | Int4Weights,
     weights: torch.Tensor,
     launch: Callable[[list, dict, int], None],
+    words: bool = False,
 ) -> torch.Tensor:
     """The routed experts' two matmuls, whichever kernel `launch` runs (given its shared operands, its constants and
-    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed -> [T, top_k, H] float32."""
+    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed -> [T, top_k, H] float32.
+    words: 4-bit weights' bytes handed over as int32 words, four a load (the matvec by slot's reading)."""
     tokens, top_k = weights.shape
     num_slots, two_i, hidden = tokens * top_k, gate_up.shape[1], x.shape[1]
     route = weights.reshape(-1).float().contiguous()
@@ -473,6 +468,7 @@ def _two_passes(
         _, n, k = w.shape
         if isinstance(w, Int4Weights):
             matrix, scales, minimums, group = w.packed, w.scales, w.minimums, w.group
+            matrix = matrix.view(torch.int32) if words else matrix
         else:  # no scales: the matrix stands in for the pointers the kernels do not read
             matrix, group = w.contiguous(), 1
             scales = minimums = matrix
@@ -504,9 +500,6 @@ def experts_by_slot(
         raise ValueError(f"experts_by_slot: 4-bit tiles are read as int32 words, not {block_k} bytes")
 
     def by_slot(operands: list, meta: dict, n: int) -> None:
-        if meta["INT4"]:  # the packed bytes read as int32 words, four a load
-            words = operands[1].view(torch.int32)
-            operands = [*operands[:1], words, *operands[2:9], words.stride(0), words.stride(1), *operands[11:]]
         common.launch(
             _expert_gemv,
             (experts.shape[0], triton.cdiv(n, block_n)),
@@ -519,7 +512,7 @@ def experts_by_slot(
             num_stages=num_stages,
         )
 
-    return _two_passes(x, gate_up, down, weights, by_slot)
+    return _two_passes(x, gate_up, down, weights, by_slot, words=True)
 
 
 def route_experts(
@@ -600,7 +593,6 @@ def combine_add_rms_norm(
         hidden.stride(0) if shared is None else shared.stride(0),
         normed.stride(0),
         SLOTS=top_k,
-        ROUTED=top_k,
         SHARED=shared is not None,
         N=size,
         BLOCK=block,
