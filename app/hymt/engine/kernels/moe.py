@@ -16,12 +16,10 @@ next layer's norm (torch's five kernels for that took 12.6 us a layer on an H100
 Every shape follows from the number of tokens alone, and nothing is read back to the host: a decoding step runs it
 inside its CUDA graph; the programs of blocks past the padded total return at once. Prefill runs the same kernels.
 Timed on an H100 with the 30B-A3B's 4-bit experts (bench/moe_kernels.py, bench/history/checks-20261207T1515Z): the
-matvec by slot 41.5 us a layer at one row (about 500 GB/s, its time in proportion to its slots: the
-dequantization's arithmetic, about six operations a weight, two of them conversions at a quarter of the rate, was
-its limit), grouped from 206 us at 8 rows to 428 at 64. The matvec by slot has since read its bytes as int32 words,
-made each 4-bit value a float32 without a conversion instruction and taken the scale and minimum out of the sum
-(about four full-rate operations a weight), and the grouped matmuls make their 4-bit values float32 the same way:
-not yet timed.
+matvec by slot 41.5 us a layer at one row (about 500 GB/s: the dequantization's arithmetic is its limit), grouped
+from 206 us at 8 rows to 428 at 64. Reading the bytes as int32 words and making each 4-bit value a float32 through
+the mantissa of 2^23 (no conversion instruction), with the scale and minimum taken out of each tile's sum, was
+slower on the same GPU (54.8 us at one row; the grouped matmuls 5-10 % slower): bench/history/checks-20261207T1700Z.
 
 The experts' weights come 16-bit (transformers' stacked [E, N, K] tensors) or in 4 bits (`Int4Weights`, made by
 engine/experts_int4.py): groups of 128 along K with a bf16 scale and minimum each (w = q * scale + minimum, q in
@@ -63,11 +61,10 @@ if AVAILABLE:
     def _int4_tile(nibbles, scales, minimums, group, columns):
         """A [BLOCK_K, BLOCK_N] tile of 4-bit weights, all of one group a column (BLOCK_K divides GROUP / 2, so
         each half of a tile lies in one group), dequantized in float32: q * scale + minimum, the column's scale and
-        minimum loaded once; q made a float32 as _int4_half makes it, without a conversion instruction."""
+        minimum loaded once."""
         scale = tl.load(scales + group, mask=columns, other=0.0).to(tl.float32)
         minimum = tl.load(minimums + group, mask=columns, other=0.0).to(tl.float32)
-        q = (nibbles.to(tl.int32) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
-        return q * scale + minimum
+        return nibbles.to(tl.float32) * scale + minimum
 
     @triton.jit
     def _expert_gemm(
@@ -148,20 +145,13 @@ if AVAILABLE:
         )
 
     @triton.jit
-    def _int4_half(words, shift: tl.constexpr, inputs, K, base, words_at, GATED: tl.constexpr):
-        """One half of a tile of 4-bit weights held as int32 words [BLOCK_N, W] (byte b of word j is byte 4j + b of
-        the row; shift 0: its low nibbles, the columns base + 4j + b; 4: its high ones, the same columns of the
-        second half): per row, the sum of q * x over the tile, and the inputs' sum. Each q is made a float32 by
-        setting it into the mantissa of 2^23 and subtracting 2^23 (integer and float32 operations at full rate,
-        where a conversion instruction runs at a quarter of it)."""
-        products = tl.zeros(words.shape, tl.float32)
-        inputs_sum = 0.0
-        for b in tl.static_range(4):
-            q = ((words >> (8 * b + shift)) & 15) | 0x4B000000
-            x = _row_input(inputs, K, base + 4 * words_at + b, K, GATED)
-            products += (q.to(tl.float32, bitcast=True) - 8388608.0) * x[None, :]
-            inputs_sum += tl.sum(x, axis=0)
-        return tl.sum(products, axis=1), inputs_sum
+    def _int4_products(q, scales, minimums, group, rows, inputs, K, cols, GATED: tl.constexpr):
+        """A tile of 4-bit values q [BLOCK_N, BLOCK_K], all of one group a row (that row's scale and minimum at
+        `group`), dequantized, rounded to the input's dtype and times the input at `cols`: the products in float32."""
+        scale = tl.load(scales + group, mask=rows, other=0.0).to(tl.float32)[:, None]
+        minimum = tl.load(minimums + group, mask=rows, other=0.0).to(tl.float32)[:, None]
+        w = (q.to(tl.float32) * scale + minimum).to(inputs.dtype.element_ty).to(tl.float32)
+        return w * _row_input(inputs, K, cols, K, GATED)[None, :]
 
     @triton.jit
     def _expert_gemv(
@@ -190,41 +180,34 @@ if AVAILABLE:
         PDL: tl.constexpr,
     ):
         """_expert_gemm's product for one slot a program (its expert read from Index, no sorting), as a matvec: the
-        BLOCK_N outputs of the slot's row against its expert's weights, the same inputs, and the result rounded and
-        weighed as the grouped matmul's. 16-bit: products summed per lane across the loop and reduced once at the
-        end, as matvec._matvec does. INT4 (W: the packed bytes as int32 words): BLOCK_K bytes of a row a tile (a
-        divisor of GROUP / 2, so that each half of the tile lies in one group), the dequantization factored out of
-        the sum: each half adds scale * sum(q * x) + minimum * sum(x), exact where the grouped matmul rounds each
-        weight to the input's dtype first."""
+        BLOCK_N outputs of the slot's row against its expert's weights, the same inputs, weights rounded to A's
+        dtype, and result as the grouped matmul's. Products are summed per lane across the loop and reduced once at
+        the end, as matvec._matvec does. INT4: BLOCK_K bytes of a row a tile (a divisor of GROUP / 2, so that each
+        half of the tile lies in one group and takes one scale and minimum a row)."""
         wait_for_inputs(PDL)
         slot = tl.program_id(0)
         expert = tl.load(Index + slot).to(tl.int64)
         inputs = A + (slot // ROWS_PER_INPUT).to(tl.int64) * stride_a
         n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         rows = n < N
+        k = tl.arange(0, BLOCK_K)
         weights = W + expert * stride_we + n[:, None].to(tl.int64) * stride_wn
+        acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
         if INT4:
             half = K // 2
             scales = Scales + expert * stride_se + n.to(tl.int64) * stride_sn
             minimums = Minimums + expert * stride_se + n.to(tl.int64) * stride_sn
-            j = tl.arange(0, BLOCK_K // 4)
-            total = tl.zeros([BLOCK_N], tl.float32)
-            for first in range(0, half // 4, BLOCK_K // 4):
-                words = tl.load(weights + (first + j)[None, :], mask=rows[:, None], other=0)
-                for high in tl.static_range(2):
-                    sums, inputs_sum = _int4_half(words, 4 * high, inputs, K, high * half, first + j, GATED)
-                    group = (high * half + 4 * first) // GROUP
-                    scale = tl.load(scales + group, mask=rows, other=0.0).to(tl.float32)
-                    minimum = tl.load(minimums + group, mask=rows, other=0.0).to(tl.float32)
-                    total += scale * sums + minimum * inputs_sum
+            for first in range(0, half, BLOCK_K):
+                packed = tl.load(weights + (first + k)[None, :], mask=rows[:, None], other=0)
+                acc += _int4_products(packed & 15, scales, minimums, first // GROUP, rows, inputs, K, first + k, GATED)
+                high = half + first
+                acc += _int4_products(packed >> 4, scales, minimums, high // GROUP, rows, inputs, K, high + k, GATED)
         else:
-            k = tl.arange(0, BLOCK_K)
-            acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
             for first in range(0, K, BLOCK_K):
                 cols = first + k
                 w = tl.load(weights + cols[None, :], mask=rows[:, None] & (cols < K)[None, :], other=0.0)
                 acc += w.to(tl.float32) * _row_input(inputs, K, cols, K, GATED)[None, :]
-            total = tl.sum(acc, axis=1)
+        total = tl.sum(acc, axis=1)
         if WEIGHTED:
             total = total.to(A.dtype.element_ty).to(tl.float32) * tl.load(RouteWeights + slot)
         tl.store(C + slot.to(tl.int64) * stride_c + n, total.to(C.dtype.element_ty), mask=rows)
@@ -453,11 +436,9 @@ def _two_passes(
     down: torch.Tensor | Int4Weights,
     weights: torch.Tensor,
     launch: Callable[[list, dict, int], None],
-    words: bool = False,
 ) -> torch.Tensor:
     """The routed experts' two matmuls, whichever kernel `launch` runs (given its shared operands, its constants and
-    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed -> [T, top_k, H] float32.
-    words: 4-bit weights' bytes handed over as int32 words, four a load (the matvec by slot's reading)."""
+    the pass's N): every slot's gate/up, then its SiLU(gate) * up through down, weighed -> [T, top_k, H] float32."""
     tokens, top_k = weights.shape
     num_slots, two_i, hidden = tokens * top_k, gate_up.shape[1], x.shape[1]
     route = weights.reshape(-1).float().contiguous()
@@ -468,7 +449,6 @@ def _two_passes(
         _, n, k = w.shape
         if isinstance(w, Int4Weights):
             matrix, scales, minimums, group = w.packed, w.scales, w.minimums, w.group
-            matrix = matrix.view(torch.int32) if words else matrix
         else:  # no scales: the matrix stands in for the pointers the kernels do not read
             matrix, group = w.contiguous(), 1
             scales = minimums = matrix
@@ -496,8 +476,6 @@ def experts_by_slot(
     experts = index.reshape(-1).contiguous()
     block_k = block_k or (64 if isinstance(gate_up, Int4Weights) else 128)
     _check_tile(gate_up, block_k)
-    if isinstance(gate_up, Int4Weights) and block_k % 4:
-        raise ValueError(f"experts_by_slot: 4-bit tiles are read as int32 words, not {block_k} bytes")
 
     def by_slot(operands: list, meta: dict, n: int) -> None:
         common.launch(
@@ -512,7 +490,7 @@ def experts_by_slot(
             num_stages=num_stages,
         )
 
-    return _two_passes(x, gate_up, down, weights, by_slot, words=True)
+    return _two_passes(x, gate_up, down, weights, by_slot)
 
 
 def route_experts(
