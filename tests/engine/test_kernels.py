@@ -147,6 +147,38 @@ def check_fp8_matvec(device: str, dtype: torch.dtype) -> None:
         kernels.matvec(x, weight.to(dtype), scale=scale)
 
 
+def check_fp8_matmul(device: str, dtype: torch.dtype) -> None:
+    """A few rows (1, 3 and 40: one block of 16 rows, part-filled, and two of 32) quantized per row against an e4m3
+    weight with a float32 scale per row (72 rows: no multiple of the block), K whole and in 2 parts: as the e4m3
+    values' product in float32 times both scales; an Fp8Linear that takes it for a few rows as torch._scaled_mm;
+    a K that the parts do not cut into whole tiles, or a 16-bit input, refused."""
+    from hymt.engine import kernels
+
+    torch.manual_seed(8)
+    weight = (torch.randn(72, 512, device=device) * 100).clamp(-448, 448).to(torch.float8_e4m3fn)
+    scale = torch.rand(72, device=device) / 100 + 1e-3
+    for rows in (1, 3, 40):
+        q = (torch.randn(rows, 512, device=device) * 100).clamp(-448, 448).to(torch.float8_e4m3fn)
+        row_scale = torch.rand(rows, 1, device=device) / 100 + 1e-3
+        want = (q.float() @ weight.float().T) * row_scale * scale[None, :]
+        for splits in (1, 2):
+            got = kernels.fp8_matmul(q, row_scale, weight, scale, dtype, block_n=32, block_k=128, splits=splits)
+            size = want.abs().max().item()
+            assert got.dtype == dtype and torch.allclose(got.float(), want, **_tolerance(dtype, scale=size))
+    # An Fp8Linear given the kernel for up to 16 rows: its 3 rows as torch._scaled_mm's path makes them.
+    from hymt.engine.fp8 import Fp8Linear, scaled_matmul
+
+    layer = Fp8Linear(weight[:64], scale[:64])  # its rows a multiple of 16, as torch._scaled_mm needs
+    layer.triton, layer.rows_kernel, layer.rows_limit = True, dict(block_n=32, block_k=128, splits=2), 16
+    x = torch.randn(3, 512, device=device).to(dtype)
+    want = scaled_matmul(x, layer.weight, layer.scale, triton=True).float()
+    assert torch.allclose(layer(x).float(), want, **_tolerance(dtype, scale=want.abs().max().item()))
+    with pytest.raises(ValueError, match="whole tiles"):
+        kernels.fp8_matmul(q, row_scale, weight, scale, dtype, block_k=128, splits=3)
+    with pytest.raises(ValueError, match="e4m3"):
+        kernels.fp8_matmul(q.to(dtype), row_scale, weight, scale, dtype)
+
+
 def check_quantize_rows(device: str, dtype: torch.dtype) -> None:
     """Rows of 1,100 values (three blocks of 512, the last part-filled), one of zeros, quantized as engine/fp8.py's
     torch arithmetic does: each row's e4m3 values and float32 scale. Triton's interpreter (3.7) rounds a float to
@@ -630,6 +662,7 @@ CHECKS = {
     "add_rms_norm": check_add_rms_norm,
     "combine_add_rms_norm": check_combine_add_rms_norm,
     "decode_attention": check_decode_attention,
+    "fp8_matmul": check_fp8_matmul,
     "fp8_matvec": check_fp8_matvec,
     "fused_experts": check_fused_experts,
     "fused_experts_int4": check_fused_experts_int4,

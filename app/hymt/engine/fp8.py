@@ -5,7 +5,10 @@ torch._scaled_mm with both sets of scales (row-wise: one per token, one per outp
 A per-token scale follows each token's own range, where a checkpoint's static per-tensor input_scale is one
 calibrated range for every token: the dynamic one loses less. One row alone (a segment decoding by itself) takes
 the Triton matvec where start-up's timing chose it (`row_kernel`): it reads the e4m3 weights as stored and keeps the
-input in 16 bits. Fixed shapes, no host synchronization: the decoding step's CUDA graphs capture it.
+input in 16 bits. A decoding step's few rows (up to `rows_limit`, where start-up's timing chose it) take the Triton
+matmul that reads each weight byte once (kernels/fp8_matmul.py), with the same quantized input and arithmetic as
+torch._scaled_mm, whose tiles are made for large matmuls. Fixed shapes, no host synchronization: the decoding
+step's CUDA graphs capture it.
 
 torch's CPU build runs _scaled_mm too (the tests' path); on a GPU it needs FP8 tensor cores (compute capability
 8.9 and up), and both dimensions of the weight a multiple of 16.
@@ -54,6 +57,8 @@ class Fp8Linear(torch.nn.Module):
         self.register_buffer("scale", scale)
         self.triton = False  # the Triton kernel quantizes the input (the Decoder sets it where its kernels run)
         self.row_kernel: dict | None = None  # the matvec's configuration at one row, where it beat the matmul
+        self.rows_kernel: dict = {}  # the few-rows matmul's tiling, for up to rows_limit rows (0: torch's)
+        self.rows_limit = 0
 
     @classmethod
     def quantized(cls, weight: torch.Tensor) -> Fp8Linear:
@@ -70,6 +75,9 @@ class Fp8Linear(torch.nn.Module):
         rows = x.reshape(-1, self.in_features)
         if rows.shape[0] == 1 and self.row_kernel is not None:
             out = kernels.matvec(rows, self.weight, scale=self.scale, **self.row_kernel)
+        elif rows.shape[0] <= self.rows_limit:
+            q, row_scale = kernels.quantize_rows(rows)
+            out = kernels.fp8_matmul(q, row_scale, self.weight, self.scale, rows.dtype, **self.rows_kernel)
         else:
             out = scaled_matmul(rows, self.weight, self.scale, self.triton)
         return out.reshape(*x.shape[:-1], self.out_features)
@@ -80,21 +88,17 @@ class Fp8Linear(torch.nn.Module):
 
 def use_kernels(modules: list[Fp8Linear], on: bool, dtype: torch.dtype) -> None:
     """The Triton kernels for these layers where `on` (a GPU with Triton): the input (of `dtype`) quantized in one
-    kernel, and at one row the matvec for each weight shape where it beats the matmul (timed here, in a CUDA graph);
-    torch's path throughout where not."""
-    tuned = (
-        kernels.tune_fp8_matvec(
-            [(m.weight, m.scale) for m in modules],
-            lambda x, weight, scale: scaled_matmul(x, weight, scale, triton=True),
-            dtype,
-        )
-        if on and modules
-        else {}
-    )
+    kernel, and for each weight shape the matvec at one row and the few-rows matmul up to 16 or 128 rows where they
+    beat torch's matmul (timed here, in a CUDA graph); torch's path throughout where not."""
+    layers = [(m.weight, m.scale) for m in modules]
+    matmul = lambda x, weight, scale: scaled_matmul(x, weight, scale, triton=True)  # noqa: E731
+    one_row = kernels.tune_fp8_matvec(layers, matmul, dtype) if on and modules else {}
+    few_rows = kernels.tune_fp8_rows(layers, matmul, dtype) if on and modules else {}
     for module in modules:
         module.triton = on
-        chosen = tuned.get((module.out_features, module.in_features))
-        module.row_kernel = chosen[0] if chosen else None
+        shape = (module.out_features, module.in_features)
+        module.row_kernel = one_row[shape][0] if shape in one_row else None
+        module.rows_kernel, module.rows_limit = few_rows.get(shape, ({}, 0))
 
 
 def unavailable(device: torch.device) -> str | None:
