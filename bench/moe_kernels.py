@@ -3,7 +3,8 @@ width 768), in 4 bits as the int4 profiles hold them, with random weights: for e
 experts' two matmuls as a matvec a slot (`experts_by_slot`, in several tilings) and as grouped matmuls over the
 slots sorted by expert (the rule's sizes), in us a layer, over as many layers as `--layers` so that the cache
 holds none; and the routing (the router's matmul in torch and the choice in a kernel, against one kernel for
-both) and a layer's end (torch's sum of the slots, fp32 combine and add_rms_norm, against combine_add_rms_norm).
+both) and a layer's end (torch's sum of the slots, fp32 combine and add_rms_norm, against combine_add_rms_norm);
+and the matvec by slot's variants in bench/moe_gemv_variants.py, each with its distance from the engine's.
 Each timed as the decoding step runs it: captured in a CUDA graph and replayed (kernels/matvec.graph_time).
 
     PYTHONPATH=app python3 bench/moe_kernels.py --out bench/results/moe-kernels.json
@@ -25,6 +26,7 @@ from hymt.engine import kernels
 from hymt.engine.experts_int4 import GROUP_SIZE
 from hymt.engine.kernels.matvec import graph_time
 from hymt.engine.kernels.moe import Int4Weights, block_sizes
+from moe_gemv_variants import VARIANTS, experts_by_slot_variant  # bench/, the script's folder
 
 EXPERTS, TOP_K, HIDDEN, WIDTH = 128, 8, 2048, 768
 # (block_n, num_warps, num_stages) of the matvec by slot.
@@ -65,6 +67,18 @@ def measure(rows: int, layers: list, router: torch.Tensor, bias: torch.Tensor, a
         best = min(by_slot, key=lambda key: by_slot[key]["us"])
         result["by_slot"] = by_slot
         result["by_slot_best"] = {best: by_slot[best]}
+        # The variants of bench/moe_gemv_variants.py at the tilings that won so far, and how far from the engine's.
+        gate_up, down = layers[0]
+        want = kernels.experts_by_slot(x, gate_up, down, index, weights)
+        for variant, block_n in itertools.product(VARIANTS, (16, 32)):
+
+            def call(layer, v=variant, n=block_n):
+                return experts_by_slot_variant(x, layer[0], layer[1], index, weights, v, block_n=n)
+
+            us = graph_time(layers, call)
+            got = call(layers[0])
+            gap = ((got - want).abs().max() / want.abs().max()).item()
+            result[f"by_slot_{variant}_n{block_n}"] = {**rate(us), "gap": round(gap, 6)}
     sizes = block_sizes(rows * TOP_K, EXPERTS)
     grouped = {}
     for block_m in sorted({16, sizes["block_m"]}):
