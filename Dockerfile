@@ -60,7 +60,10 @@ RUN mkdir -p /models \
 
 COPY app /src/app
 COPY healthcheck /src/healthcheck
-RUN pip install --no-cache-dir --no-deps /src
+# humming's headers dated by their contents, not by when pip wrote them: its compiled kernels in the compile cache's
+# volume stay valid for the next image while humming-kernels' version does (app/hymt/engine/humming_cache.py).
+RUN pip install --no-cache-dir --no-deps /src \
+    && python3 -m hymt.engine.humming_cache
 COPY rootfs /
 
 # --no-log-init and an existing home keep useradd quiet (a system uid above SYS_UID_MAX is warned about otherwise).

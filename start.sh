@@ -67,6 +67,7 @@ install_venv() {
   if [ "$1" = 1 ]; then
     "${pip[@]}" --index-url "$TORCH_GPU_INDEX" "torch==$torch"
     "${pip[@]}" -e ".[gpu]"
+    .venv/bin/python -m hymt.engine.humming_cache  # its compiled kernels stay valid across reinstalls
   else
     # A CPU build this machine's pip already holds (a local wheelhouse) is taken without asking PyTorch's index,
     # which may be out of reach; otherwise PyTorch's CPU index serves it.

@@ -242,6 +242,18 @@ def test_the_images_healthcheck_command_passes(container):
     assert probe.returncode == 0 and probe.stdout.startswith("healthy: profile cpu")
 
 
+def test_the_images_humming_headers_are_dated_by_their_contents(container):
+    """So that the humming kernels compiled into the cache volume still match after the image is rebuilt with the
+    same humming-kernels (its cache key holds each header's modification time)."""
+    check = container.exec(
+        "python3",
+        "-c",
+        "import os; from hymt.engine.humming_cache import header_stamp; headers, stamp = header_stamp(); "
+        "print([str(h) for h in headers if os.stat(h).st_mtime != stamp] or 'all', len(headers))",
+    )
+    assert check.returncode == 0 and check.stdout.startswith("all "), check.stdout + check.stderr
+
+
 def test_every_process_runs_as_the_non_root_user(container):
     rows = podman("top", container.name, "user", "ruser", "args").stdout.strip().splitlines()[1:]
     assert len(rows) >= 3  # supervisord, the server, the health service
