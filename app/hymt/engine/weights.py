@@ -18,8 +18,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
+import json
+import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
@@ -28,6 +32,8 @@ from ..errors import ModelLoadError
 from .experts_int4 import Int4Experts
 from .model import PROJECTIONS, owner_path
 from .moe import is_moe
+
+log = logging.getLogger("hymt.loader")
 
 GROUP_SIZE = 128
 
@@ -75,9 +81,30 @@ def int4_unavailable() -> str | None:
     return None
 
 
+# The ranges of rows a humming layer's kernels serve, (up to, tuned for): each runs humming's own choice for the
+# row count named, so the decoding step's 1 row and the powers of two its graphs and the prefill buckets fall on are
+# served as humming would serve them. humming's own table tells 92 ranges apart on Hopper, 33 distinct kernels a
+# layer shape (154 for the 7B's five shapes), and compiles them all at the shape's first call, 2-5 s each with NVRTC:
+# most of an int4 first start. These ranges come to at most 10 a shape.
+ROW_RANGES = ((1, 1), (8, 8), (16, 16), (32, 32), (64, 64), (128, 128), (256, 256), (512, 512), (1024, 1024))
+ROWS_ABOVE = 2048  # what the rows beyond the last range are served as
+
+
+def row_table(heuristics: Callable[[int], dict]) -> str:
+    """humming's tuning table over ROW_RANGES, `heuristics(rows)` giving its configuration for that many rows: the
+    JSON list of [above, up to, configuration] that humming's forward takes (up to 0: no limit)."""
+    table, low = [], 0
+    for high, rows in (*ROW_RANGES, (0, ROWS_ABOVE)):
+        table.append([low, high, heuristics(rows)])
+        low = high
+    return json.dumps(table)
+
+
 def _humming(weight: torch.Tensor, dtype: str):
-    """A humming layer holding `weight` [n, k] (bf16, on the GPU) quantized to `dtype` in groups of GROUP_SIZE."""
+    """A humming layer holding `weight` [n, k] (bf16, on the GPU) quantized to `dtype` in groups of GROUP_SIZE,
+    its kernels over ROW_RANGES (humming's own table where that cannot be made)."""
     from humming.layer import HummingLayer
+    from humming.tune import get_heuristics_config
 
     layer = HummingLayer(
         shape_n=weight.shape[0],
@@ -87,6 +114,12 @@ def _humming(weight: torch.Tensor, dtype: str):
     ).to(weight.device)
     layer.load_from_unquantized(weight)
     layer.transform()
+    try:
+        table = row_table(lambda rows: get_heuristics_config(layer.humming_config, shape_m=rows, device=weight.device))
+    except Exception:  # fewer kernels is a faster start: humming's own table serves where it cannot be made
+        log.exception("humming's row ranges for %s could not be made; its own serve", tuple(weight.shape))
+    else:
+        layer.forward = functools.partial(layer.forward, tuning_config=table)
     return layer
 
 
