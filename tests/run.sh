@@ -40,6 +40,11 @@ if [ "$(cat .venv/.hymt-test-installed 2>/dev/null)" != "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
   echo "$stamp" >.venv/.hymt-test-installed
 fi
+# This venv holds what start.sh --native installs on a machine without a GPU (torch's CPU build, hymt editable): its
+# stamp says so (start.sh's install_venv), so that its tests do not reinstall hymt into the venv that the other test
+# files' servers are starting from (a fresh clone's CI once lost a module's server to that moment: "No module named
+# hymt").
+echo "torch 2.13.0 gpu=0 $(sha256sum pyproject.toml | cut -d' ' -f1)" >.venv/.hymt-installed
 # After the first venv's install: both would write the project's egg-info.
 quantize_pid=
 if [ "$mode" = all ] && [ -z "${HYMT_SKIP_QUANTIZE_TESTS:-}" ]; then
