@@ -76,8 +76,8 @@ def main() -> None:
                 tilings[f"n{block_n}-k{block_k}-w{warps}-s{stages}-p{splits}"] = {**rate(us), "gap": round(gap, 5)}
             timed = {key: v for key, v in tilings.items() if "us" in v}
             best = min(timed, key=lambda key: timed[key]["us"]) if timed else None
-            rule = tiling(n, k)
-            rule_key = f"n{rule['block_n']}-k{rule['block_k']}-w4-s4-p{rule['splits']}"
+            rule = tiling(k) or {}
+            rule_key = f"n{rule.get('block_n')}-k{rule.get('block_k')}-w4-s4-p{rule.get('splits')}"
             by_rows[rows] = {"scaled_mm": rate(torch_us), "best": {best: timed[best]} if best else None}
             by_rows[rows]["rule"] = {"tiling": rule_key, **timed[rule_key]} if rule_key in timed else None
             by_rows[rows]["tilings"] = tilings

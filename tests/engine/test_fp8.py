@@ -325,3 +325,13 @@ def test_hymt_profile_plans_an_fp8_checkpoint_in_the_fp8_tiers(fp8_model):
     assert result.returncode == 0, result.stderr
     decision = json.loads(result.stdout)  # a tiny model: bf16 would fit, but its weights are FP8
     assert decision["profile"] == "fp8" and decision["weights"] == "compressed-tensors-fp8"
+
+
+def test_the_few_rows_matmul_takes_tiles_that_divide_the_weights_columns():
+    """kernels/fp8_matmul.tiling: K whole in tiles of 256 (the 7B's 4,096 and 14,336), of 128 where 256 do not
+    divide it, and no tiling (torch._scaled_mm serves) where neither does."""
+    from hymt.engine.kernels.fp8_matmul import tiling
+
+    assert tiling(4096) == tiling(14336) == {"block_n": 64, "block_k": 256, "splits": 1}
+    assert tiling(6912 - 128)["block_k"] == 128  # 6,784: 53 tiles of 128
+    assert tiling(1040) is None

@@ -88,7 +88,7 @@ class Fp8Linear(torch.nn.Module):
 
 def use_kernels(modules: list[Fp8Linear], on: bool, dtype: torch.dtype) -> None:
     """The Triton kernels for these layers where `on` (a GPU with Triton): the input (of `dtype`) quantized in one
-    kernel, and for each weight shape the matvec at one row and the few-rows matmul up to 16 or 128 rows where they
+    kernel, and for each weight shape the matvec at one row and the few-rows matmul up to 16 or 64 rows where they
     beat torch's matmul (timed here, in a CUDA graph); torch's path throughout where not."""
     layers = [(m.weight, m.scale) for m in modules]
     matmul = lambda x, weight, scale: scaled_matmul(x, weight, scale, triton=True)  # noqa: E731

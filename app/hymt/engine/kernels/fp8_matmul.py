@@ -157,10 +157,12 @@ def fp8_matmul(
 MAX_ROWS = 64
 
 
-def tiling(n: int, k: int) -> dict:
-    """The kernel's tiles for a weight [n, k]: 64 weight rows a program, K whole in tiles of 256 (on an H100, the
-    fastest of 28 tilings for every 7B shape from 2 to 64 rows, or within 6 %: bench/fp8_matmul.py)."""
-    return {"block_n": 64, "block_k": 256, "splits": 1}
+def tiling(k: int) -> dict | None:
+    """The kernel's tiles for a weight of `k` columns: 64 weight rows a program, K whole in tiles of 256 (on an
+    H100, the fastest of 28 tilings for every 7B shape from 2 to 64 rows, or within 6 %: bench/fp8_matmul.py), or
+    of 128 where 256 do not divide K; None where neither does."""
+    block_k = next((size for size in (256, 128) if k % size == 0), None)
+    return {"block_n": 64, "block_k": block_k, "splits": 1} if block_k else None
 
 
 @torch.inference_mode()
@@ -179,7 +181,9 @@ def tune_fp8_rows(
     chosen: dict[tuple[int, ...], tuple[dict, int]] = {}
     for (n, k), group in by_shape.items():
         device = group[0][0].device
-        options = tiling(n, k)
+        options = tiling(k)
+        if options is None:
+            continue
         limit = 0
         try:
             for rows in (16, MAX_ROWS):
