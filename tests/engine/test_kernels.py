@@ -641,20 +641,23 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
             assert torch.allclose(
                 got[kept].float(), want[kept].float(), atol=1e-3 if dtype == torch.float32 else 5e-2
             ), f"logits, {where}: {gap}"
+            # Every tensor's largest difference (keys by layer, then values), said where one fails: whether it grows
+            # layer by layer or stands in one.
+            gaps = [(got_t.float() - want_t.float()).abs().max().item() for got_t, want_t in zip(got_arena, want_arena)]
             for i, (got_t, want_t) in enumerate(zip(got_arena, want_arena)):
                 for t, layer in tipped.items():
                     if i % config.num_hidden_layers > layer:
                         got_t[batch.write_index[t]] = want_t[batch.write_index[t]]
                 gap = (got_t.float() - want_t.float()).abs().max().item()
                 if got_t.dtype == torch.int8:  # a key a bf16 unit apart: up to two steps (check_rope_norm_store)
-                    assert gap <= 2, f"arena tensor {i}, {where}: {gap}"
+                    assert gap <= 2, f"arena tensor {i}, {where}: {gap} (all: {gaps})"
                 else:  # to a unit or two in the last place of the values about it (a key's entries near zero
                     # come from entries about 1 rotated together; hy_v3's, rotated after their norm, reach 4): in
                     # bfloat16 on an H100 1 and 2 units (0.0078 and 0.0156)
                     ulps = 1e-3 if dtype == torch.float32 else 2 * torch.finfo(dtype).eps
                     size = want_t.float().abs().max().item()
                     close = torch.allclose(got_t.float(), want_t.float(), atol=ulps * size, rtol=ulps)
-                    assert close, f"arena tensor {i}, {where}: {gap}"
+                    assert close, f"arena tensor {i}, {where}: {gap} (all: {gaps})"
 
 
 CHECKS = {
