@@ -172,9 +172,22 @@ class KernelBuilds:
 
 
 def _first_call(layer: torch.nn.Module, k: int) -> None:
+    """One call on a row of zeros, which compiles the shape's kernels; where those of ROW_RANGES fail, the humming
+    layer (`layer`, or the head's) goes back to humming's own table and is called again."""
     device = next(itertools.chain(layer.buffers(), layer.parameters())).device
+    x = torch.zeros(1, k, dtype=torch.bfloat16, device=device)
     with torch.inference_mode():
-        layer(torch.zeros(1, k, dtype=torch.bfloat16, device=device))
+        try:
+            layer(x)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception:
+            humming = getattr(layer, "layer", layer)
+            if "forward" not in vars(humming):  # humming's own table failed: nothing to go back to
+                raise
+            log.exception("humming's kernels over hymt's row ranges failed for %s; its own table serves", k)
+            del humming.forward
+            layer(x)
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
 
