@@ -6,7 +6,8 @@ quantization itself.
 - int4 (humming-kernels): each fused projection quantized again by humming's own quantizer from the same 16-bit
   weights (deterministic: the values the engine's layer holds before its kernel layout) and dequantized by humming's
   torch code, which shares nothing with the kernel under test; the 8-bit head the same way; a Mixture of Experts'
-  4-bit experts through hymt's own dequantization (experts_int4.dequantize, what its kernel test checks against).
+  4-bit experts (its shared expert among them) through hymt's own dequantization (experts_int4.dequantize, what its
+  kernel test checks against).
 - fp8: each Fp8Linear's e4m3 weight times its scale; with `activations`, each projection's input quantized per
   token as the engine's is (torch's arithmetic, engine/fp8.quantize_rows, where the engine runs a Triton kernel), so
   that what remains is the engine's arithmetic; without, the distance W8A8 puts between the model and its weights;
@@ -94,6 +95,8 @@ def reference(
         for owner, fused, names in PROJECTIONS:
             module = ours.get_submodule(owner_path(ours, owner))
             holder = theirs.get_submodule(owner_path(theirs, owner))
+            if not hasattr(module, fused) and not hasattr(module, names[0]):
+                continue  # a shared expert that the 4-bit experts hold (below)
             engine_module = getattr(module, fused) if hasattr(module, fused) else getattr(module, names[0])
             parts = [getattr(holder, name).weight.data for name in names]
             weight = _dequantized(engine_module, torch.cat(parts))
@@ -109,6 +112,12 @@ def reference(
             for e in range(experts.gate_up_proj.shape[0]):
                 experts.gate_up_proj.data[e] = dequantize(packed.gate_up, e, torch.bfloat16)
                 experts.down_proj.data[e] = dequantize(packed.down, e, torch.bfloat16)
+            if packed.shared:  # the shared expert, their last
+                shared = theirs.mlp.shared_experts
+                gate, up = dequantize(packed.gate_up, packed.routed, torch.bfloat16).chunk(2)
+                shared.gate_proj.weight.data.copy_(gate)
+                shared.up_proj.weight.data.copy_(up)
+                shared.down_proj.weight.data.copy_(dequantize(packed.down, packed.routed, torch.bfloat16))
     if isinstance(base.lm_head, Int8Head):
         head = model.lm_head.weight.data
         head.copy_(_humming_dequantized(base.lm_head.layer, head).to(head.dtype))

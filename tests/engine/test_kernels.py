@@ -438,7 +438,7 @@ def check_route_experts(device: str, dtype: torch.dtype) -> None:
     """The routing kernel against moe.route (torch's arithmetic, transformers' router): each token's experts the same
     set, each with the same weight, for 8 experts with a selection bias that puts one in every token's choice (top-4;
     1 and 9 tokens) and for the 30B-A3B's 128 experts (top-8; 1 token and 40), the router's matvec in the kernel
-    (where counters are given for every token) and torch's."""
+    (where counters are given for every token) and torch's; with a shared expert's column after them."""
     from hymt.engine import kernels
     from hymt.engine.moe import route
 
@@ -462,6 +462,13 @@ def check_route_experts(device: str, dtype: torch.dtype) -> None:
                 close = torch.allclose(got_weights.gather(1, got_order), want_weights.gather(1, want_order), atol=1e-5)
                 assert close, where
                 assert not arrived.any(), where  # left as zeros for the next call
+                # With the shared expert as the experts' last: the same, and it after them with weight 1.
+                shared_weights, shared_index = kernels.route_experts(
+                    x, router, bias, top_k, 2.826, counters, part, shared=experts
+                )
+                assert torch.equal(shared_index[:, :top_k], got_index), where
+                assert torch.equal(shared_weights[:, :top_k], got_weights), where
+                assert (shared_index[:, top_k] == experts).all() and (shared_weights[:, top_k] == 1).all(), where
 
 
 def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
@@ -523,6 +530,26 @@ def check_fused_experts_int4(device: str, dtype: torch.dtype) -> None:
     ]
     for got, want in zip(outputs[1], outputs[0]):
         assert torch.allclose(got.float(), want.float(), **_tolerance(dtype, scale=4))
+    # The shared expert as the 4-bit experts' last (the int4 profiles' layout), one more slot a token with weight 1:
+    # torch's path and the kernels' (by slot for 1 token, grouped for 9) as the block with that expert's dequantized
+    # weights for its shared MLP.
+    shared_gate_up = (torch.randn(2 * width, hidden, device=device) / hidden**0.5).to(dtype)
+    shared_down = (torch.randn(hidden, width, device=device) / width**0.5).to(dtype)
+    folded = Int4Experts(gate_up, down, shared=(shared_gate_up, shared_down))
+    assert folded.shared and folded.routed == experts and folded.gate_up.packed.shape[0] == experts + 1
+
+    def shared_mlp(mlp, x):
+        gate, up = torch.nn.functional.linear(x, dequantize(folded.gate_up, experts, dtype)).chunk(2, dim=-1)
+        return torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, dequantize(folded.down, experts, dtype))
+
+    with_it = SimpleNamespace(gate=layer.gate, e_score_correction_bias=bias, experts=folded, shared_experts=None)
+    for tokens in (1, 9):
+        x, residual = (torch.randn(tokens, hidden, device=device).to(dtype) for _ in range(2))
+        want = block.forward(layer, x, shared_mlp, (residual.clone(), norm, 1e-6), model_module.add_rms_norm, None)
+        for counters in (None, arrived):
+            got = block.forward(with_it, x, None, (residual.clone(), norm, 1e-6), model_module.add_rms_norm, counters)
+            for g, w in zip(got, want):
+                assert torch.allclose(g.float(), w.float(), **_tolerance(dtype, scale=4)), (tokens, counters)
 
 
 @contextlib.contextmanager

@@ -22,14 +22,20 @@ _LEVELS = 15  # 4 bits: 0..15
 _CHUNK = 4
 
 
-def quantize(weight: torch.Tensor, device: torch.device | None = None, group: int = GROUP_SIZE) -> Int4Weights:
+def quantize(
+    weight: torch.Tensor,
+    device: torch.device | None = None,
+    group: int = GROUP_SIZE,
+    last: torch.Tensor | None = None,
+) -> Int4Weights:
     """weight [E, N, K] (anywhere) -> 4 bits on `device` (the weight's own by default), min-max in each group of
     `group` (even) along K (a multiple of it); a few experts at a time, so that no 16-bit or float32 copy of the
-    whole is ever made on the device."""
+    whole is ever made on the device. `last` [N, K]: one more expert after them (a shared expert)."""
     experts, n, k = weight.shape
     if k % group or group % 2:
         raise ValueError(f"4-bit experts need an input dimension divisible by {group}, not {k}")
-    parts = [_quantized(chunk.to(device or weight.device), group) for chunk in weight.split(_CHUNK)]
+    chunks = [*weight.split(_CHUNK), *([] if last is None else [last[None]])]
+    parts = [_quantized(chunk.to(device or weight.device), group) for chunk in chunks]
     packed, scales, minimums = (torch.cat(tensors) for tensors in zip(*parts))
     return Int4Weights(packed, scales, minimums, group)
 
@@ -55,8 +61,10 @@ def dequantize(weights: Int4Weights, expert: int, dtype: torch.dtype) -> torch.T
 
 
 class Int4Experts(torch.nn.Module):
-    """A MoE layer's routed experts in 4 bits: gate/up [E, 2I, H] and down [E, H, I]. The 4-bit tensors are buffers,
-    so moving the model moves them."""
+    """A MoE layer's routed experts in 4 bits: gate/up [E, 2I, H] and down [E, H, I]; with `shared` (its gate/up
+    [2I, H] and down [H, I]) the layer's shared expert too, as expert E after them, which every token takes with
+    weight 1 (engine/moe.py): one more slot of the experts' kernels, where it took three kernels of its own. The 4-bit
+    tensors are buffers, so moving the model moves them."""
 
     gate_up_packed: torch.Tensor
     gate_up_scales: torch.Tensor
@@ -65,10 +73,18 @@ class Int4Experts(torch.nn.Module):
     down_scales: torch.Tensor
     down_minimums: torch.Tensor
 
-    def __init__(self, gate_up: torch.Tensor, down: torch.Tensor, device: torch.device | None = None):
+    def __init__(
+        self,
+        gate_up: torch.Tensor,
+        down: torch.Tensor,
+        device: torch.device | None = None,
+        shared: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ):
         super().__init__()
-        for name, weight in (("gate_up", gate_up), ("down", down)):
-            quantized = quantize(weight, device)
+        self.routed = gate_up.shape[0]  # the shared expert's index, where there is one
+        self.shared = shared is not None
+        for name, weight, last in (("gate_up", gate_up, shared and shared[0]), ("down", down, shared and shared[1])):
+            quantized = quantize(weight, device, last=last)
             for part in ("packed", "scales", "minimums"):
                 self.register_buffer(f"{name}_{part}", getattr(quantized, part), persistent=False)
 

@@ -306,7 +306,9 @@ class Decoder:
         modules = [self.lm_head]
         for layer in self.layers:
             attn, mlp = layer.self_attn, dense_mlp(layer.mlp)
-            modules += [getattr(attn, "qkv_proj", None), attn.o_proj, getattr(mlp, "gate_up_proj", None), mlp.down_proj]
+            # (a Mixture of Experts' shared expert has none where the 4-bit experts hold it)
+            modules += [getattr(attn, "qkv_proj", None), attn.o_proj]
+            modules += [getattr(mlp, "gate_up_proj", None), getattr(mlp, "down_proj", None)]
         return [m for m in modules if type(m) is torch.nn.Linear and m.weight.dtype in (torch.bfloat16, torch.float16)]
 
     def _tuned(self, module, x: torch.Tensor) -> dict | None:

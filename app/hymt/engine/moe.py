@@ -13,6 +13,8 @@ routed experts and the shared expert beside them.
 - The shared expert is a plain MLP (the decoder's), added to the routed sum, in float32 where the config's
   `enable_moe_fp32_combine` says so (a 16-bit sum rounds the same float32 sum once, so on the GPU one kernel sums
   the slots, adds the shared expert and the residual and takes the next norm: kernels/moe.combine_add_rms_norm).
+  In the int4 profiles it is the 4-bit experts' last (Int4Experts with `shared`): each token's one more slot, with
+  weight 1, summed with the others in float32 and rounded once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def route(
     weights = scores.gather(1, index)
     weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
     return weights * scaling, index
+
+
+def with_shared(weights: torch.Tensor, index: torch.Tensor, shared: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """route's results with one more column a token: the shared expert (index `shared`) with weight 1."""
+    ones = torch.ones_like(weights[:, :1])
+    return torch.cat([weights, ones], dim=1), torch.cat([index, torch.full_like(index[:, :1], shared)], dim=1)
 
 
 def is_moe(mlp) -> bool:
@@ -66,9 +74,14 @@ class MoE:
         with Triton) the routing, the routed experts and the sum with the residual run as kernels/moe.py's."""
         hidden, norm_weight, eps = residual
         experts = mlp.experts
-        shared = dense(mlp.shared_experts, x)
+        # The shared expert's index where it is the 4-bit experts' last (their float32 sum then holds it).
+        folded = experts.routed if isinstance(experts, Int4Experts) and experts.shared else None
         if arrived is None:
             weights, index = route(x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling)
+            if folded is not None:
+                weights, index = with_shared(weights, index, folded)
+                return add_rms_norm(hidden, experts(x, index, weights), norm_weight, eps)
+            shared = dense(mlp.shared_experts, x)
             routed = experts(x, index, weights)
             if self.fp32_combine:
                 out = (routed.float() + shared.float()).to(x.dtype)
@@ -76,7 +89,7 @@ class MoE:
                 out = routed + shared
             return add_rms_norm(hidden, out, norm_weight, eps)
         weights, index = kernels.route_experts(
-            x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling, arrived
+            x, mlp.gate.weight, mlp.e_score_correction_bias, self.top_k, self.scaling, arrived, shared=folded
         )
         if isinstance(experts, Int4Experts):
             gate_up, down = experts.gate_up, experts.down
@@ -84,4 +97,5 @@ class MoE:
             gate_up, down = experts.gate_up_proj, experts.down_proj
         slots = kernels.expert_outputs(x, gate_up, down, index, weights)
         # In 16 bits, routed + shared rounds their float32 sum once, as the fp32 combine does: the kernel serves both.
-        return kernels.combine_add_rms_norm(hidden, slots, shared, norm_weight, eps)
+        shared_out = None if folded is not None else dense(mlp.shared_experts, x)
+        return kernels.combine_add_rms_norm(hidden, slots, shared_out, norm_weight, eps)

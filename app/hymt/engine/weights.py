@@ -13,7 +13,8 @@
   bits per weight (groups of 128, as llama.cpp's Q4_K_M keeps its head in 6 bits): read at every step, in bf16 it
   was a tenth of the 4-bit step (1 GB of 128,167 x 4096 weights, 0.33 ms on the H200). A Mixture of Experts'
   routed experts go to 4 bits of hymt's own format (experts_int4.py, read by the grouped matmul of kernels/moe.py),
-  a few experts at a time on the GPU; its shared experts and dense first layer are linear layers like any other.
+  a few experts at a time on the GPU, its shared expert as their last; its dense first layer's are linear layers
+  like any other.
 """
 
 from __future__ import annotations
@@ -206,14 +207,25 @@ def int8_head(head: torch.nn.Module, device: torch.device, builds: KernelBuilds 
 
 def int4_layer(layer, device: torch.device, builds: KernelBuilds | None = None) -> None:
     """Replace a decoder layer's projections (fused) by 4-bit humming layers on `device`, and a Mixture of Experts'
-    routed experts by 4-bit ones there (Int4Experts); the layer's other weights stay where they are (the caller
-    moves them). Raises ModelLoadError when its kernels cannot be built on this GPU (the caller has checked
+    routed and shared experts by 4-bit ones there (Int4Experts); the layer's other weights stay where they are (the
+    caller moves them). Raises ModelLoadError when its kernels cannot be built on this GPU (the caller has checked
     int4_unavailable() once, before loading). With `builds`, each new shape's kernels start compiling at once."""
-    if is_moe(layer.mlp):
-        experts = layer.mlp.experts
-        layer.mlp.experts = _built(Int4Experts, experts.gate_up_proj.data, experts.down_proj.data, device)
-        del experts
+    if is_moe(layer.mlp):  # its shared expert becomes the 4-bit experts' last (Int4Experts' `shared`)
+        experts, shared = layer.mlp.experts, layer.mlp.shared_experts
+        gate_up = torch.cat([shared.gate_proj.weight.data, shared.up_proj.weight.data])
+        layer.mlp.experts = _built(
+            Int4Experts,
+            experts.gate_up_proj.data,
+            experts.down_proj.data,
+            device,
+            (gate_up, shared.down_proj.weight.data),
+        )
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            delattr(shared, name)
+        del experts, gate_up
     for path, fused_name, names in PROJECTIONS:
+        if path == "mlp" and is_moe(layer.mlp):
+            continue
         owner = layer.get_submodule(owner_path(layer, path))
         weight = torch.cat([getattr(owner, name).weight.data for name in names]).to(device, torch.bfloat16)
         quantized = _built(_humming, weight, "uint4")

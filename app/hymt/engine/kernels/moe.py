@@ -225,7 +225,9 @@ if AVAILABLE:
         E,
         stride_x,
         scaling,
+        shared,
         TOP_K: tl.constexpr,
+        SHARED: tl.constexpr,
         K_PAD: tl.constexpr,
         BLOCK_E: tl.constexpr,
         PART_E: tl.constexpr,
@@ -237,7 +239,7 @@ if AVAILABLE:
         F.linear(x.float(), weight.float())) for PART_E experts a program, the last program of the token to arrive
         going on (the others return); else the logits are given. Then: sigmoid scores, the top-k of score + bias
         chosen one at a time (largest first), the chosen scores normalised to sum one and scaled, as moe.route
-        does."""
+        does; SHARED: and after them the shared expert (index `shared`) with weight 1."""
         wait_for_inputs(PDL)
         t = tl.program_id(0).to(tl.int64)
         e = tl.arange(0, BLOCK_E)
@@ -269,8 +271,12 @@ if AVAILABLE:
             weights = tl.where(j == i, tl.sum(tl.where(e == best, scores, 0.0), 0), weights)
             choice = tl.where(e == best, float("-inf"), choice)
         weights = weights / (tl.sum(weights, 0) + 1e-20) * scaling
-        tl.store(Weights + t * TOP_K + j, weights, mask=j < TOP_K)
-        tl.store(Index + t * TOP_K + j, picked.to(tl.int64), mask=j < TOP_K)
+        columns = TOP_K + SHARED
+        tl.store(Weights + t * columns + j, weights, mask=j < TOP_K)
+        tl.store(Index + t * columns + j, picked.to(tl.int64), mask=j < TOP_K)
+        if SHARED:
+            tl.store(Weights + t * columns + TOP_K, 1.0)
+            tl.store(Index + t * columns + TOP_K, shared.to(tl.int64))
 
     @triton.jit
     def _combine_add_rms_norm(
@@ -501,14 +507,15 @@ def route_experts(
     scaling: float,
     arrived: torch.Tensor | None = None,
     part_experts: int = 4,
+    shared: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """engine/moe.route's routing (the same arguments and results; the experts largest first rather than in topk's
     unsorted order), where torch takes a dozen small kernels (casts, sigmoid, top-k, gather, sum, ...): with
     `arrived` (int32 zeros, at least one per token, left as zeros) one kernel, the router's matvec in parts of
     `part_experts` experts side by side and the choice after; without (or for more tokens than counters: a prefill,
     where the weight read once by a matmul beats once per token) the router's matmul, then one kernel. On an H100
-    parts of 16 (8 programs a token) took 13.7 us at one token, the matmul and kernel 12.9: too few programs to
-    read the router's 512 KB fast; hence 4 by default (not yet timed)."""
+    at one token parts of 4 took 9.0 us, of 16 13.9, the matmul and kernel 12.95 (bench/moe_kernels.py). `shared`
+    (the shared expert's index): each token's last column is that expert with weight 1 (moe.with_shared)."""
     tokens, experts = x.shape[0], weight.shape[0]
     matvec = arrived is not None and tokens <= arrived.numel()
     if matvec:
@@ -518,8 +525,9 @@ def route_experts(
     else:
         logits = torch.nn.functional.linear(x.float(), weight.float()).contiguous()
         part, grid = 1, (tokens,)
-    weights = torch.empty((tokens, top_k), dtype=torch.float32, device=x.device)
-    index = torch.empty((tokens, top_k), dtype=torch.int64, device=x.device)
+    columns = top_k + (shared is not None)
+    weights = torch.empty((tokens, columns), dtype=torch.float32, device=x.device)
+    index = torch.empty((tokens, columns), dtype=torch.int64, device=x.device)
     common.launch(
         _route,
         grid,
@@ -534,7 +542,9 @@ def route_experts(
         experts,
         x.stride(0),
         float(scaling),
+        0 if shared is None else shared,
         TOP_K=top_k,
+        SHARED=shared is not None,
         K_PAD=triton.next_power_of_2(top_k),
         BLOCK_E=triton.next_power_of_2(experts),
         PART_E=part,
