@@ -104,10 +104,12 @@ class _StandIn(torch.nn.Module):
 class _StandInExperts(torch.nn.Module):
     """Int4Experts where the tiny model's experts are narrower than its groups of 128: what it was given."""
 
-    def __init__(self, gate_up: torch.Tensor, down: torch.Tensor, device: torch.device):
+    def __init__(self, gate_up: torch.Tensor, down: torch.Tensor, device: torch.device, shared: tuple | None = None):
         super().__init__()
         self.register_buffer("gate_up", gate_up.to(device, copy=True))
         self.register_buffer("down", down.to(device, copy=True))
+        for name, weight in zip(("shared_gate_up", "shared_down"), shared or ()):
+            self.register_buffer(name, weight.to(device, copy=True))
 
 
 @pytest.mark.parametrize("family", ["hunyuan-mt-7b", "hy-mt2-30b-a3b"])
@@ -132,8 +134,10 @@ def test_the_int4_placement_as_read_is_the_int4_placement_afterwards(family, fam
     assert streamed.lm_head.layer.dtype_asked == "uint8"
     attn = streamed.model.layers[1].self_attn
     assert attn.qkv_proj.dtype_asked == "uint4" and not hasattr(attn, "q_proj")
-    if family == "hy-mt2-30b-a3b":
-        assert isinstance(streamed.model.layers[1].mlp.experts, _StandInExperts)
+    if family == "hy-mt2-30b-a3b":  # the shared expert handed to the experts, its own projections gone
+        mlp = streamed.model.layers[1].mlp
+        assert isinstance(mlp.experts, _StandInExperts) and hasattr(mlp.experts, "shared_down")
+        assert not any(hasattr(mlp.shared_experts, name) for name in ("gate_proj", "gate_up_proj", "down_proj"))
 
 
 class _Called(torch.nn.Module):
