@@ -562,8 +562,8 @@ def _routings():
     originals = moe.route, kernels.route_experts
 
     def recording(route):
-        def recorded(x, weight, bias, top_k, *args):
-            weights, index = route(x, weight, bias, top_k, *args)
+        def recorded(x, weight, bias, top_k, *args, **kwargs):
+            weights, index = route(x, weight, bias, top_k, *args, **kwargs)
             chosen.append((x, weight, bias, top_k, index))
             return weights, index
 
