@@ -890,6 +890,31 @@ def new_page(browser, url: str, **options):
     return context, pg
 
 
+def test_the_page_asks_again_for_its_languages_until_the_server_answers(browser, server):
+    """A server starting, restarting or busy answers /languages and /frontend/settings with an error for a while (a
+    fresh clone's CI once saw the page stay empty for 90 s): the page asks again until they come, then fills its
+    pickers."""
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    refused: list[str] = []
+
+    def busy_twice(route):
+        if sum(url == route.request.url for url in refused) < 2:
+            refused.append(route.request.url)
+            route.fulfill(status=503, content_type="application/json", body='{"error": "starting"}')
+        else:
+            route.continue_()
+
+    try:
+        pg = context.new_page()
+        pg.route("**/languages", busy_twice)
+        pg.route("**/frontend/settings", busy_twice)
+        pg.goto(server.url + "/")
+        pg.wait_for_function("document.querySelectorAll('#target option').length === 38")
+        assert len(refused) == 4 and pg.locator("#file").get_attribute("accept")
+    finally:
+        context.close()
+
+
 DARK, LIGHT = "rgb(18, 18, 18)", "rgb(250, 250, 250)"
 BACKGROUND = "getComputedStyle(document.body).backgroundColor"
 

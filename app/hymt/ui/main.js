@@ -15,6 +15,18 @@ import { initTextBox, languagesChanged, translate, updateCounter } from "./trans
 import { readUrl } from "./url-state.js";
 import { initViews } from "./views.js";
 
+// The server's JSON at `path`, asked again until it comes: a server starting, restarting or busy answers with an
+// error or not at all meanwhile, and the page would otherwise stay empty. Each second at first, then every five.
+async function serverJson(path) {
+  for (let wait = 1000; ; wait = Math.min(2 * wait, 5000)) {
+    try {
+      const response = await fetch(path);
+      if (response.ok) return await response.json();
+    } catch { /* not reachable yet: asked again */ }
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
+
 async function init() {
   initTheme();
   initLanguage();
@@ -23,9 +35,7 @@ async function init() {
   tell($("copy"), () => t("copy"));
   setBusy(false);
   initViews();
-  const [languages, settings] = await Promise.all([
-    fetch("/languages").then((r) => r.json()), fetch("/frontend/settings").then((r) => r.json()),
-  ]);
+  const [languages, settings] = await Promise.all([serverJson("/languages"), serverJson("/frontend/settings")]);
   state.languages = languages;
   state.charLimit = settings.charLimit;
   if (settings.filesTranslation) state.fileFormats = settings.supportedFilesFormat;
