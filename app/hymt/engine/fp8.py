@@ -16,6 +16,8 @@ torch's CPU build runs _scaled_mm too (the tests' path); on a GPU it needs FP8 t
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import kernels
@@ -91,7 +93,7 @@ def use_kernels(modules: list[Fp8Linear], on: bool, dtype: torch.dtype) -> None:
     kernel, and for each weight shape the matvec at one row and the few-rows matmul up to 16 or 64 rows where they
     beat torch's matmul (timed here, in a CUDA graph); torch's path throughout where not."""
     layers = [(m.weight, m.scale) for m in modules]
-    matmul = lambda x, weight, scale: scaled_matmul(x, weight, scale, triton=True)  # noqa: E731
+    matmul = functools.partial(scaled_matmul, triton=True)
     one_row = kernels.tune_fp8_matvec(layers, matmul, dtype) if on and modules else {}
     few_rows = kernels.tune_fp8_rows(layers, matmul, dtype) if on and modules else {}
     for module in modules:

@@ -89,6 +89,8 @@ def int4_unavailable() -> str | None:
 # most of an int4 first start. These ranges come to at most 10 a shape.
 ROW_RANGES = ((1, 1), (8, 8), (16, 16), (32, 32), (64, 64), (128, 128), (256, 256), (512, 512), (1024, 1024))
 ROWS_ABOVE = 2048  # what the rows beyond the last range are served as
+# Each layer shape's table, made once (the 7B's 129 humming layers are five shapes; the loader's thread alone adds).
+_ROW_TABLES: dict[tuple, str] = {}
 
 
 def row_table(heuristics: Callable[[int], dict]) -> str:
@@ -115,12 +117,16 @@ def _humming(weight: torch.Tensor, dtype: str):
     ).to(weight.device)
     layer.load_from_unquantized(weight)
     layer.transform()
+    key = (*weight.shape, dtype, weight.device)  # what humming's configuration follows from: one table a shape
     try:
-        table = row_table(lambda rows: get_heuristics_config(layer.humming_config, shape_m=rows, device=weight.device))
+        if key not in _ROW_TABLES:
+            _ROW_TABLES[key] = row_table(
+                lambda rows: get_heuristics_config(layer.humming_config, shape_m=rows, device=weight.device)
+            )
     except Exception:  # fewer kernels is a faster start: humming's own table serves where it cannot be made
         log.exception("humming's row ranges for %s could not be made; its own serve", tuple(weight.shape))
     else:
-        layer.forward = functools.partial(layer.forward, tuning_config=table)
+        layer.forward = functools.partial(layer.forward, tuning_config=_ROW_TABLES[key])
     return layer
 
 

@@ -28,7 +28,7 @@ import torch
 
 from . import common
 from .common import AVAILABLE
-from .matvec import graph_time
+from .matvec import by_shape, graph_time
 from .quantize import quantize_rows
 
 log = logging.getLogger("hymt.kernels")
@@ -175,11 +175,8 @@ def tune_fp8_rows(
     serves: 16 where it beat `matmul(x, weight, scale)` (the fp8 tiers' own: the input quantized, then
     torch._scaled_mm) at 16 rows on this GPU, MAX_ROWS where at that many too, timed as the decoding step runs them;
     shapes where it lost at 16 are left out."""
-    by_shape: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
-    for weight, scale in layers:
-        by_shape.setdefault(tuple(weight.shape), []).append((weight, scale))
     chosen: dict[tuple[int, ...], tuple[dict, int]] = {}
-    for (n, k), group in by_shape.items():
+    for (n, k), group in by_shape(layers, lambda layer: layer[0]).items():
         device = group[0][0].device
         options = tiling(k)
         if options is None:

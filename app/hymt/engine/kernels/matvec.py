@@ -11,7 +11,8 @@ that matmul).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import torch
 
@@ -19,6 +20,8 @@ from . import common
 from .common import AVAILABLE
 
 log = logging.getLogger("hymt.kernels")
+
+T = TypeVar("T")
 
 if AVAILABLE:
     import triton
@@ -159,6 +162,15 @@ MATVEC_CONFIGS = (
 )
 
 
+def by_shape(layers: Iterable[T], weight_of: Callable[[T], torch.Tensor]) -> dict[tuple[int, ...], list[T]]:
+    """The layers grouped by their weight's shape (`weight_of` finds it in a layer), in order: what the start-up
+    timings time each shape over."""
+    groups: dict[tuple[int, ...], list[T]] = {}
+    for layer in layers:
+        groups.setdefault(tuple(weight_of(layer).shape), []).append(layer)
+    return groups
+
+
 # `call` takes a weight (or a weight and its scale); `...` since mypy cannot match the callers' lambdas (their loop
 # variables bound as defaults) to Callable[[torch.Tensor], object].
 def graph_time(group: Sequence[object], call: Callable[..., object]) -> float:
@@ -198,11 +210,8 @@ def tune_matvec(
     left out (kept with `keep_all`, for bench/matvec.py). No margin for cuBLAS: in the step the matvec's first
     weight tile is read while the kernel before finishes (PDL), which cuBLAS's kernels do not do, so a near tie
     is a gain there (gate/up at 54.7 us against cuBLAS's 56.2: the bf16 step 0.13 ms shorter)."""
-    by_shape: dict[tuple[int, ...], list[torch.Tensor]] = {}
-    for weight in weights:
-        by_shape.setdefault(tuple(weight.shape), []).append(weight)
     chosen = {}
-    for shape, group in by_shape.items():
+    for shape, group in by_shape(weights, lambda weight: weight).items():
         is_gated = shape in gated and activation is not None
         x = torch.randn(1, shape[1] * (2 if is_gated else 1), dtype=group[0].dtype, device=group[0].device)
         options = [
@@ -238,11 +247,8 @@ def tune_fp8_matvec(
     """Per shape of e4m3 weight (each with its float32 scale per row): the fastest matvec configuration on this GPU
     where it beats `matmul(x, weight, scale)` (the fp8 tiers' own: the input quantized, then torch._scaled_mm) at
     one row of `dtype`, with both times (us a call), as tune_matvec does for 16-bit weights."""
-    by_shape: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
-    for weight, scale in layers:
-        by_shape.setdefault(tuple(weight.shape), []).append((weight, scale))
     chosen = {}
-    for shape, group in by_shape.items():
+    for shape, group in by_shape(layers, lambda layer: layer[0]).items():
         x = torch.randn(1, shape[1], dtype=dtype, device=group[0][0].device)
         options = [dict(zip(("block_n", "block_k", "num_warps", "num_stages", "splits"), c)) for c in MATVEC_CONFIGS]
         try:
