@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import httpx
@@ -144,6 +145,57 @@ def native_start(artifacts):
         yield
 
 
+class BrowserLog:
+    """What the test's pages did that a failure should tell: their errors, failed and refused requests, and the
+    requests still unanswered when it failed (a page left empty in CI for 90 s said nothing of why)."""
+
+    def __init__(self):
+        self.began = time.monotonic()
+        self.lines: list[str] = []
+        self.pending: dict[object, str] = {}
+
+    def clear(self):
+        self.__init__()
+
+    def say(self, line: str):
+        self.lines.append(f"{time.monotonic() - self.began:7.2f} s  {line}")
+
+    def watch(self, page):
+        def requested(request):
+            self.pending[request] = f"{time.monotonic() - self.began:7.2f} s  {request.method} {request.url}"
+
+        def answered(response):
+            if response.status >= 400:
+                self.say(f"{response.status} for {response.request.method} {response.url}")
+
+        page.on("request", requested)
+        page.on("requestfinished", lambda request: self.pending.pop(request, None))
+        page.on("requestfailed", lambda r: (self.pending.pop(r, None), self.say(f"failed: {r.url}: {r.failure}")))
+        page.on("response", answered)
+        page.on("pageerror", lambda error: self.say(f"page error: {error}"))
+        page.on("console", lambda m: m.type in ("error", "warning") and self.say(f"console {m.type}: {m.text}"))
+        page.on("crash", lambda _: self.say("the page crashed"))
+
+    def report(self) -> str:
+        unanswered = [f"{since}  (no answer yet)" for since in self.pending.values()]
+        return "\n".join(self.lines + unanswered)
+
+
+BROWSER_LOG = BrowserLog()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    BROWSER_LOG.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed and (told := BROWSER_LOG.report()):
+        report.sections.append(("the browser's pages", told))
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Headless Chromium (Debian's package), one per test module; skipped where it is not installed."""
@@ -162,6 +214,7 @@ def browser():
             # a 2-core machine running a dozen test processes is slower by more than that at times.
             context = new_context(**options)
             context.set_default_timeout(BROWSER_WAIT_MS)
+            context.on("page", BROWSER_LOG.watch)
             return context
 
         b.new_context = patient_context  # type: ignore[method-assign]
