@@ -36,6 +36,9 @@ class Settings:
     prefill_tokens: int = 1024
     # Decoding steps replayed as captured CUDA graphs, and small fused kernels compiled with torch.compile.
     cuda_graphs: bool = True
+    # A prompt's instruction, the same for every segment to one language, prefilled once and copied after
+    # (engine/prefixes.py).
+    prefix_reuse: bool = True
     compile: bool = True
     # Where compiled kernels are kept so that a restart does not compile again (a volume in the image).
     compile_cache_dir: str | None = None

@@ -94,6 +94,20 @@ def test_segments_joining_a_running_batch_match_generate(tight_engine):
     assert_like_generate(tight_engine, [first] + later)
 
 
+def test_segments_given_a_kept_instructions_keys_and_values_match_generate(tight_engine):
+    """Every prompt to German starts with the same instruction: after the first, each segment gets its keys and
+    values copied and is prefilled from its end (in chunks of 16 here, so the instruction is kept by a chunk that
+    crosses it), and still decodes generate's tokens."""
+    before = tight_engine.snapshot().prefix_tokens_reused
+    first = tight_engine.submit([(TEXTS[0], EN)], resolve("de"), GREEDY)
+    first.wait(120)
+    jobs = [first] + [tight_engine.submit([(t, EN)], resolve("de"), GREEDY) for t in TEXTS[1:]]
+    assert_like_generate(tight_engine, jobs)
+    shared = [r.prefix_tokens for job in jobs for r in job.requests]
+    assert len(set(shared)) == 1 and shared[0] >= 8
+    assert tight_engine.snapshot().prefix_tokens_reused - before >= (len(TEXTS) - 1) * shared[0]
+
+
 def test_preempted_and_resumed_segments_match_generate(tight_engine, monkeypatch):
     runner = tight_engine.engine.runner
     real, calls = runner.launch, {"n": 0}

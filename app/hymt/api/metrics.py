@@ -107,6 +107,11 @@ class _EngineCollector:
             yield GaugeMetricFamily(name, doc, value)
         for name, doc, value in (
             ("hymt_tokens_in", "Prompt tokens prefilled", engine.tokens_in),
+            (
+                "hymt_prefix_tokens_reused",
+                "Prompt tokens not prefilled: a kept prompt prefix's keys and values copied (HYMT_PREFIX_REUSE)",
+                engine.prefix_tokens_reused,
+            ),
             ("hymt_tokens_out", "Tokens generated", engine.tokens_out),
             ("hymt_segments", "Segments translated", engine.segments),
             ("hymt_oom_recoveries", "Out-of-memory errors recovered by requeueing segments", engine.oom_events),

@@ -32,10 +32,20 @@ class RangeAllocator:
     def largest_free(self) -> int:
         return max(self._lengths, default=0)
 
-    def allocate(self, size: int) -> int | None:
-        """The start of a free range of `size` tokens, or None when no free range is that long."""
+    def allocate(self, size: int, from_end: bool = False) -> int | None:
+        """The start of a free range of `size` tokens, or None when no free range is that long. `from_end`: the
+        last tokens of the last free range that fits (ranges kept long, away from the segments' first fits)."""
         if size <= 0:
             raise ValueError(f"cannot allocate {size} tokens")
+        if from_end:
+            for i in reversed(range(len(self._lengths))):
+                if self._lengths[i] >= size:
+                    self._lengths[i] -= size
+                    start = self._starts[i] + self._lengths[i]
+                    if not self._lengths[i]:
+                        del self._starts[i], self._lengths[i]
+                    return start
+            return None
         for i, length in enumerate(self._lengths):
             if length >= size:
                 start = self._starts[i]

@@ -14,6 +14,7 @@ nothing accepted is lost. `snapshot()` gives the figures. Start-up is engine/sta
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -54,6 +55,7 @@ class Engine:
             loaded.stop_ids,
             gather=not runner.prefill_captured,
             batch_max_share=settings.batch_max_share,
+            prefix_reuse=settings.prefix_reuse,
         )
         # Until throughput is measured under load, the warm-up's prefill rate stands in for it.
         warmup = startup.warmup
@@ -77,23 +79,10 @@ class Engine:
         self.inbox.abort(ids)
 
     def snapshot(self) -> Snapshot:
-        s, stats, a = self.scheduler, self.runner.stats, self.admission
+        a = self.admission
         return Snapshot(
-            queue_depth=len(s.waiting),
-            waiting={p.value: n for p, n in s.waiting.segments.items()},
-            running={p.value: n for p, n in s.rows_held.items()},
-            in_flight=len(s.running),
-            max_in_flight=s.max_in_flight,
-            kv_used_tokens=s.allocator.used_tokens,
-            tokens_in=stats.tokens_in,
-            tokens_out=sum(s.tokens_out.values()),
-            tokens_out_by_class={p.value: n for p, n in s.tokens_out.items()},
-            segments=s.segments_done,
-            steps=dict(stats.steps),
-            step_s=dict(stats.step_s),
-            max_in_flight_seen=stats.max_in_flight_seen,
-            oom_events=stats.oom_events,
-            preemptions=stats.preemptions,
+            **self.scheduler.figures(),
+            **dataclasses.asdict(self.runner.stats),
             last_oom_at=self.last_oom_at,
             admitted=a.admitted,
             refused=a.refused,
@@ -134,6 +123,7 @@ class Engine:
                 self.inbox.wait()
             return True
         try:
+            self.runner.arena.copy(step.copies)
             if step.kind == "decode":
                 launched = self.runner.launch(step.seqs)
                 previous, self._in_flight = self._in_flight, (step, launched)
@@ -141,7 +131,9 @@ class Engine:
                     self._postprocess(previous[0], self.runner.collect(previous[1]))
                 return True
             assert self._in_flight is None  # wants_prefill() said so above: the step in flight was collected
-            self._postprocess(step, self.runner.prefill(step.chunks))
+            tokens = self.runner.prefill(step.chunks)
+            self.runner.arena.copy(step.saves)
+            self._postprocess(step, tokens)
         except torch.OutOfMemoryError:
             if self._in_flight is not None:
                 self._collect()
@@ -151,6 +143,7 @@ class Engine:
             if self._in_flight is not None and self._in_flight[0] is not step:
                 self._collect()
             self._in_flight = None
+            self.scheduler.prefixes.forget(step.saves)
             failed = [s for s in step.sequences if s in self.scheduler.running]
             for seq in failed:
                 self.scheduler.finish(seq)

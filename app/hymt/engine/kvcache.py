@@ -1,6 +1,7 @@
 """The KV arena: keys and values of every segment in flight, allocated once at start-up for the planned number of
 tokens. Per layer, keys and values are [tokens, kv_heads, head_dim]; a segment owns a contiguous range of token
-rows (the scheduler's allocator hands them out).
+rows (the scheduler's allocator hands them out). Each kind of tensor is one allocation for all layers, each layer a
+view of it, so that copying rows (a kept prompt prefix, engine/prefixes.py) is one kernel for every layer.
 
 The INT8 tier stores int8 values with one scale per token and head (about 65 KiB per token for the 7B model
 instead of 128 KiB): new tokens are quantized as they are written, without touching the old ones, and read back
@@ -31,14 +32,16 @@ class KVArena:
         self.quantized = quantized  # int8 values with their scales (the int8 KV tiers); else the model's dtype
         self.num_tokens = num_tokens
         self.dtype = dtype
+        self.device = device
         store = torch.int8 if quantized else dtype
         shape = (num_tokens, num_kv_heads, head_dim)
-        self.keys = [torch.zeros(shape, dtype=store, device=device) for _ in range(num_layers)]
-        self.values = [torch.zeros(shape, dtype=store, device=device) for _ in range(num_layers)]
+        self._whole = [torch.zeros((num_layers, *shape), dtype=store, device=device) for _ in range(2)]
+        self.keys, self.values = (list(whole.unbind(0)) for whole in self._whole)
         if quantized:
-            scale_shape = (num_tokens, num_kv_heads, 1)
-            self.key_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
-            self.value_scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(num_layers)]
+            scale_shape = (num_layers, num_tokens, num_kv_heads, 1)
+            scales = [torch.ones(scale_shape, dtype=dtype, device=device) for _ in range(2)]
+            self._whole += scales
+            self.key_scales, self.value_scales = (list(whole.unbind(0)) for whole in scales)
             self._scratch = (
                 torch.zeros(shape, dtype=dtype, device=device),
                 torch.zeros(shape, dtype=dtype, device=device),
@@ -62,6 +65,16 @@ class KVArena:
         else:
             self.keys[layer].index_copy_(0, index, keys)
             self.values[layer].index_copy_(0, index, values)
+
+    def copy(self, copies: list[tuple[int, int, int]]) -> None:
+        """Copy token rows in every layer: (first source row, first destination row, rows) each, the sources
+        read before any destination is written."""
+        if not copies:
+            return
+        source = torch.cat([torch.arange(s, s + n) for s, _, n in copies]).to(self.device, non_blocking=True)
+        destination = torch.cat([torch.arange(d, d + n) for _, d, n in copies]).to(self.device, non_blocking=True)
+        for whole in self._whole:
+            whole.index_copy_(1, destination, whole.index_select(1, source))
 
     def storage(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """A layer's arena as stored, for the kernels that write and read it in place: keys, values and, for INT8,

@@ -36,6 +36,7 @@ class Request:
     client: str = ""
     group: int = 0
     stream: bool = False  # every token posted as it is generated; otherwise all of them once it ends
+    prefix_tokens: int = 0  # leading prompt tokens that other requests share (their KV kept: engine/prefixes.py)
 
     @property
     def kv_tokens(self) -> int:
@@ -65,6 +66,7 @@ class Snapshot:
     max_in_flight: int
     kv_used_tokens: int
     tokens_in: int
+    prefix_tokens_reused: int  # prompt tokens not prefilled: copied from a kept prefix
     tokens_out: int
     tokens_out_by_class: dict[str, int]
     segments: int  # finished

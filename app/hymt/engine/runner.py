@@ -38,6 +38,8 @@ BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
 
 @dataclass
 class RunnerStats:
+    """The runner's part of the engine's Snapshot (engine/requests.py), field for field."""
+
     steps: dict = field(default_factory=lambda: {"prefill": 0, "decode": 0})
     tokens_in: int = 0  # prompt tokens prefilled (including those prefilled again after a preemption)
     oom_events: int = 0
@@ -163,7 +165,7 @@ class ModelRunner:
         self.sampler.admit(
             [
                 Newcomer(s.row, s.sampling, s.min_new_tokens, len(s.output_ids), s.prompt_ids + s.output_ids)
-                for s in (c.seq for c in chunks if c.start == 0)
+                for s in (c.seq for c in chunks if c.start == c.seq.reused and not c.decoding)
             ]
         )
         graphs = self.prefill_graphs

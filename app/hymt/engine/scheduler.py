@@ -11,7 +11,10 @@ prefill step takes several (an eager prefill step costs several decoding steps w
 bench/prefill_cost.py); captured (engine/prefill.py), a prefill step costs about a decoding step of its tokens, and
 a newcomer is prefilled at the next step. All segments in flight share
 one LoRA adapter (an adapter switch waits for the batch to drain). When the segment chosen next cannot get a range,
-admission stops there: nothing overtakes it, so a long segment is not starved by short ones.
+admission stops there: nothing overtakes it, so a long segment is not starved by short ones. A newcomer whose prompt
+starts with a kept prefix (engine/prefixes.py) has its rows copied in before its step and is prefilled from the
+prefix's end; a prefill step that completes a prefix not kept yet copies it aside after (a step's `copies` and
+`saves`), and kept prefixes are given up for a segment that would not fit beside them.
 
 `postprocess` records a step's tokens: each segment's new token, the stop checks, and the Outputs that go back
 (every token of a streaming request as it comes, the whole output of the others once they end). Preemption (on
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 
 from .allocator import RangeAllocator
 from .fair import Waiting
+from .prefixes import Copy, Prefixes
 from .requests import Output, Priority
 from .sequence import Sequence, State
 
@@ -69,6 +73,8 @@ class Step:
     kind: str  # "prefill" or "decode"
     chunks: list[Chunk] = field(default_factory=list)  # prefill (the decoding segments riding along come last)
     seqs: list[Sequence] = field(default_factory=list)  # decode
+    copies: list[Copy] = field(default_factory=list)  # arena rows copied before the step: kept prefixes reused
+    saves: list[Copy] = field(default_factory=list)  # after it: prefixes the step completes, kept
 
     @property
     def sequences(self) -> list[Sequence]:
@@ -85,8 +91,10 @@ class Scheduler:
         stop_ids: list[int],
         gather: bool = True,
         batch_max_share: float = 1.0,
+        prefix_reuse: bool = True,
     ):
         self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
+        self.prefixes = Prefixes(self.allocator, prefix_reuse)
         self.max_in_flight = max_in_flight  # may shrink after out-of-memory; rows beyond it stay free
         self.prefill_tokens = prefill_tokens
         self.gather = gather  # newcomers gather for an eager prefill step (False: prefill steps are captured)
@@ -100,11 +108,27 @@ class Scheduler:
         self._arrivals = itertools.count()
         self._last_kind = "decode"
         self._gathered = 0  # decoding steps taken while batch newcomers wait for their prefill
+        self._copies: list[Copy] = []  # kept prefixes' rows for newcomers, to copy before the next step
 
     @property
     def max_segment_tokens(self) -> int:
         """The longest range a segment may ask for: the whole arena beyond the padding rows."""
         return self.allocator.capacity_tokens - PAD_TOKENS
+
+    def figures(self) -> dict:
+        """Its part of the engine's Snapshot (engine/requests.py)."""
+        return dict(
+            queue_depth=len(self.waiting),
+            waiting={p.value: n for p, n in self.waiting.segments.items()},
+            running={p.value: n for p, n in self.rows_held.items()},
+            in_flight=len(self.running),
+            max_in_flight=self.max_in_flight,
+            kv_used_tokens=self.allocator.used_tokens - self.prefixes.kept_tokens,  # kept prefixes: given up on demand
+            prefix_tokens_reused=self.prefixes.tokens_reused,
+            tokens_out=sum(self.tokens_out.values()),
+            tokens_out_by_class={p.value: n for p, n in self.tokens_out.items()},
+            segments=self.segments_done,
+        )
 
     def add(self, seqs: list[Sequence]) -> None:
         for seq in seqs:
@@ -135,12 +159,14 @@ class Scheduler:
         if pending and (not ready or (self._last_kind == "decode" and self._prefill_due(pending, ready))):
             self._last_kind, self._gathered = "prefill", 0
             pending.sort(key=lambda s: s.priority is not Priority.INTERACTIVE)  # stable: interactive chunks first
+            chunks = self._chunks(pending)
+            saves = [c for c in (self.prefixes.keep(c.seq, c.start + c.length) for c in chunks) if c is not None]
             riders = [Chunk(s, s.num_cached, 1, decoding=True) for s in ready]
-            return Step("prefill", chunks=self._chunks(pending) + riders)
+            return Step("prefill", chunks=chunks + riders, copies=self._take_copies(), saves=saves)
         if ready:
             self._last_kind = "decode"
             self._gathered += bool(pending)
-            return Step("decode", seqs=ready)
+            return Step("decode", seqs=ready, copies=self._take_copies())
         return None
 
     def wants_prefill(self) -> bool:
@@ -179,11 +205,14 @@ class Scheduler:
         """Out of memory in a step: its prefilled segments, or the newest half in flight (batch work first) when
         decoding, go back to the queue with what they generated, and the budget shrinks. A segment that failed
         alone too often is taken out instead. Returns (requeued, hopeless)."""
+        self.prefixes.forget(step.saves)  # the step may not have run far enough to fill them
         if step.kind == "prefill":
             victims = [c.seq for c in step.chunks if not c.decoding and c.seq.state is State.RUNNING]
         else:
             order = sorted(self.running, key=lambda s: (s.priority is Priority.INTERACTIVE, -s.arrival))
             victims = order[: (len(order) + 1) // 2]
+        # Newcomers given a prefix's rows by this step's copies, which may not have run.
+        victims += [s for s in self.running if s.reused and s.num_cached == s.reused and s not in victims]
         hopeless = [s for s in victims if len(self.running) == 1 and s.preemptions >= MAX_PREEMPTIONS_ALONE]
         victims = [s for s in victims if s not in hopeless]
         for seq in hopeless:
@@ -191,7 +220,7 @@ class Scheduler:
         for seq in victims:
             seq.preemptions += 1
             self._release(seq)
-            seq.state, seq.num_cached = State.WAITING, 0
+            seq.state, seq.num_cached, seq.reused = State.WAITING, 0, 0
         for seq in sorted(victims, key=lambda s: s.arrival, reverse=True):  # the earliest ends up first
             self.waiting.push(seq, front=True)
         self.max_in_flight = max(1, self.max_in_flight * 3 // 4)
@@ -210,7 +239,7 @@ class Scheduler:
         seq = self.waiting.next(self.rows_held, self.max_in_flight)
         if seq is None or (self.running and seq.adapter != self.running[0].adapter):
             return None
-        return seq if self.allocator.largest_free >= seq.kv_tokens else None
+        return seq if self.prefixes.make_room(seq.kv_tokens) else None
 
     def _admit(self) -> None:
         while (seq := self._admissible()) is not None:
@@ -218,8 +247,16 @@ class Scheduler:
             assert start is not None  # _admissible saw a free range this long
             self.waiting.take(seq)
             seq.kv_start, seq.row, seq.state, seq.num_cached = start, self._free_rows.pop(), State.RUNNING, 0
+            copy = self.prefixes.reuse(seq)
+            seq.num_cached = seq.reused = copy[2] if copy else 0
+            if copy:
+                self._copies.append(copy)
             self.running.append(seq)
             self.rows_held[seq.priority] += 1
+
+    def _take_copies(self) -> list[Copy]:
+        copies, self._copies = self._copies, []
+        return copies
 
     def _prefill_due(self, pending: list[Sequence], ready: list[Sequence]) -> bool:
         """Whether the newcomers have gathered long enough (waiting longer would bring few more into one step), or

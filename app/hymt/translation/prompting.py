@@ -37,6 +37,7 @@ class Prompter:
         self.max_seq_tokens, self.adapters, self.glossaries = max_seq_tokens, adapters, glossaries
         self._ids = itertools.count(1)
         self._request_ids = itertools.count(1)
+        self._instructions: dict[tuple, list[int]] = {}  # (source, target) -> the plain prompt's tokens, no text
 
     def job(
         self,
@@ -101,9 +102,11 @@ class Prompter:
             wanted, prompt_ids = self._wanted(text, count), self._prompt(message)
             if context and not self._fits_whole_budget(prompt_ids, wanted):
                 prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
+                context = ""
+            shared = 0 if instructed or context else self._instruction_tokens(prompt_ids, source, target)
             job.sources.append(source)
             job.terms.append(terms)
-            job.requests.append(self._request(job, prompt_ids, wanted, source, sampling, min_new_tokens))
+            job.requests.append(self._request(job, prompt_ids, wanted, source, sampling, min_new_tokens, shared))
         return job
 
     def fusion_job(self, candidates: list[Job], sampling: Sampling, listener: Callable[[Event], None] | None) -> Job:
@@ -201,6 +204,17 @@ class Prompter:
     def _prompt(self, message: str) -> list[int]:
         return self.encode(prompts.render(self.tokenizer, message, self.family))
 
+    def _instruction_tokens(self, prompt_ids: list[int], source: Language | None, target: Language) -> int:
+        """How many leading tokens a plain prompt shares with every other to the same target from the same side:
+        those it has in common with the same prompt without text (the template and the instruction), which the
+        engine prefills once (engine/prefixes.py)."""
+        key = (source, target)
+        if key not in self._instructions:
+            self._instructions[key] = self._prompt(prompts.user_message(source, target, "", self.family))
+        instruction = self._instructions[key]
+        common = (i for i, (a, b) in enumerate(zip(prompt_ids, instruction)) if a != b)
+        return next(common, min(len(prompt_ids), len(instruction)))
+
     def _wanted(self, text: str, count: Callable[[str], int] | None = None) -> int:
         """The output budget a segment's source text asks for, within the model's recommended output cap."""
         cap = min(self.settings.max_new_tokens, self.family.max_new_tokens or self.settings.max_new_tokens)
@@ -219,6 +233,7 @@ class Prompter:
         source: Language | None,
         sampling: Sampling,
         min_new_tokens: int,
+        prefix_tokens: int = 0,
     ) -> Request:
         """A segment of a job as a request for the token engine: its prompt tokens and output budget (`wanted`,
         cut to what its KV range leaves), in the job's class, client and group."""
@@ -239,4 +254,5 @@ class Prompter:
             client=job.client,
             group=job.id,
             stream=job.stream,
+            prefix_tokens=prefix_tokens,
         )
