@@ -182,6 +182,27 @@ class BrowserLog:
 
 
 BROWSER_LOG = BrowserLog()
+# Loads of a page tried at most while Chromium cancels its requests for a network change.
+PAGE_LOADS = 3
+
+
+def load_again_if_the_network_changed(page):
+    """Chromium cancels the requests in flight (net::ERR_NETWORK_CHANGED) when a network interface comes or goes,
+    as podman's do while tests/system/test_image.py runs beside the browser tests: a page whose module scripts were
+    cancelled so never starts (a fresh clone's CI saw the pickers stay empty for 90 s). Its `goto` loads it again
+    then, as a person would."""
+    goto, cancelled = page.goto, []
+    page.on("requestfailed", lambda r: "ERR_NETWORK_CHANGED" in (r.failure or "") and cancelled.append(r.url))
+
+    def goto_whole(url, **options):
+        for _ in range(PAGE_LOADS):
+            cancelled.clear()
+            response = goto(url, **options)
+            if not cancelled:
+                break
+        return response
+
+    page.goto = goto_whole
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -215,6 +236,7 @@ def browser():
             context = new_context(**options)
             context.set_default_timeout(BROWSER_WAIT_MS)
             context.on("page", BROWSER_LOG.watch)
+            context.on("page", load_again_if_the_network_changed)
             return context
 
         b.new_context = patient_context  # type: ignore[method-assign]
