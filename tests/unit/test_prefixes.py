@@ -91,7 +91,7 @@ def test_room_is_made_by_giving_up_the_oldest_used_prefixes(monkeypatch):
     assert kept.reuse(placed(seq(instruction=[0] * 12), 1))  # the first is now the latest used
     assert allocator.largest_free == 64
     # The second went first, then the third, whose range joins the free space; the first stays.
-    assert kept.make_room(70) and len(kept) == 1 and allocator.largest_free == 88
+    assert kept.make_room(70) and len(kept) == 1 and allocator.largest_free == 88 and kept.kept_tokens == 12
     assert kept.reuse(placed(seq(instruction=[0] * 12), 1))
     assert not kept.make_room(101) and len(kept) == 0
     monkeypatch.setattr(prefixes_module, "MAX_PREFIXES", 2)
@@ -105,7 +105,7 @@ def test_a_failed_steps_saves_are_forgotten_and_their_ranges_freed():
     kept = Prefixes(allocator)
     save = kept.keep(placed(seq(), 1), prefilled_to=15)
     kept.forget([save])
-    assert len(kept) == 0 and allocator.free_tokens == 999
+    assert len(kept) == 0 and allocator.free_tokens == 999 and kept.kept_tokens == 0
 
 
 def test_reuse_off_keeps_nothing():

@@ -34,15 +34,13 @@ class Prefixes:
         self.allocator = allocator
         self.enabled = enabled
         self._kept: OrderedDict[tuple, int] = OrderedDict()  # key -> first arena row, least recently used first
+        # Plain integers, read by other threads for the engine's snapshot (iterating _kept there could race).
+        self.kept_tokens = 0
         self.hits = 0
         self.tokens_reused = 0
 
     def __len__(self) -> int:
         return len(self._kept)
-
-    @property
-    def kept_tokens(self) -> int:
-        return sum(len(key[1]) for key in self._kept)
 
     @staticmethod
     def key(seq: Sequence) -> tuple | None:
@@ -78,6 +76,7 @@ class Prefixes:
         if start is None:
             return None
         self._kept[key] = start
+        self.kept_tokens += length
         return (seq.kv_start, start, length)
 
     def make_room(self, tokens: int) -> bool:
@@ -90,8 +89,11 @@ class Prefixes:
         """Prefixes whose copies a failed step may not have made are no longer kept."""
         starts = {dst for _, dst, _ in saves}
         for key in [key for key, start in self._kept.items() if start in starts]:
-            self.allocator.free(self._kept.pop(key), len(key[1]))
+            self._free(key, self._kept.pop(key))
 
     def _give_up_oldest(self) -> None:
-        key, start = self._kept.popitem(last=False)
+        self._free(*self._kept.popitem(last=False))
+
+    def _free(self, key: tuple, start: int) -> None:
         self.allocator.free(start, len(key[1]))
+        self.kept_tokens -= len(key[1])
