@@ -80,6 +80,15 @@ class Jobs:
     def batch_tokens(self) -> float:
         return metric(self.url, "hymt_class_tokens_out", {"class": "batch"})
 
+    def prompt_tokens(self) -> tuple[float, float]:
+        """Prompt tokens prefilled, and those not prefilled because a kept prefix's were copied (HYMT_PREFIX_REUSE)."""
+        return metric(self.url, "hymt_tokens_in"), metric(self.url, "hymt_prefix_tokens_reused")
+
+    def prompt_figures(self, before: tuple[float, float]) -> dict:
+        """The record's prompt figures since `before` (a prompt_tokens() reading)."""
+        prefilled, reused = (now - then for now, then in zip(self.prompt_tokens(), before))
+        return {"prompt_tokens_prefilled": int(prefilled), "prefix_tokens_reused": int(reused)}
+
     def follow(self, jobs: list[str], until: float, enough) -> list[dict]:
         """The jobs read every POLL_S until `enough(states)` or the clock passes `until`; their last states."""
         while True:
@@ -118,7 +127,7 @@ def document(url: str, lines: int, deadline_s: float) -> dict:
     try:
         with httpx.Client() as session:
             jobs = Jobs(url, session)
-            before = jobs.batch_tokens()
+            before, prompts_before = jobs.batch_tokens(), jobs.prompt_tokens()
             started = time.perf_counter()
             job = jobs.submit(_text(lines))
             state = {"status": "queued"}
@@ -126,6 +135,7 @@ def document(url: str, lines: int, deadline_s: float) -> dict:
                 (state,) = jobs.follow([job], started + deadline_s, lambda s: s[0]["status"] not in ACTIVE)
                 elapsed = time.perf_counter() - started
                 tokens = jobs.batch_tokens() - before
+                record.update(jobs.prompt_figures(prompts_before))
             finally:
                 if state["status"] in ACTIVE:  # past the deadline (or failed): the server idle again
                     jobs.cancel([job], IDLE_S)
@@ -153,11 +163,13 @@ def hymt_mixed(url: str, mixed: Mixed) -> dict:
     try:
         with httpx.Client() as session:
             jobs = Jobs(url, session)
+            prompts_before = jobs.prompt_tokens()
             alone, _ = _beside_documents(jobs, mixed, lambda: time.sleep(mixed.alone_s))
             target = Hymt(url, tokens_class="interactive")
             documents, interactive = _beside_documents(
                 jobs, mixed, lambda: run_window(target, mixed.interactive, mixed.window_s, mixed.finish_s)
             )
+            record.update(jobs.prompt_figures(prompts_before))
         if interactive is None:
             raise RuntimeError("the interactive clients' window returned no record")
     except Exception as exc:  # noqa: BLE001 - a scenario that fails is a result too

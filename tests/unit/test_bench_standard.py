@@ -280,6 +280,7 @@ def test_the_standard_run_of_each_family(
     assert [r["card_gb"] for r in documents] == mixed_cards
     for r in documents:
         assert r["via"] == "/api/jobs" and r["completed"] is True and r["status"] == "done"
+        assert {"prompt_tokens_prefilled", "prefix_tokens_reused"} <= set(r)
         assert (r["segments_done"], r["segments_total"], r["tokens_out"]) == (2000, 2000, 2000 * 64)
         assert r["tokens_out"] / r["tok_s"] == pytest.approx(r["seconds"], abs=0.006)
     teams = [r for r in records if r["scenario"] == "mixed"]
@@ -296,6 +297,7 @@ def test_the_standard_run_of_each_family(
             r["interactive_completed"] + r["interactive_429"] + r["interactive_errors"] + r["interactive_unfinished"]
         )
     hymt_teams = [r for r in teams if r["engine"] == "hymt"]
+    assert all({"prompt_tokens_prefilled", "prefix_tokens_reused"} <= set(r) for r in hymt_teams)
     # Every 7th sentence was refused: the 429s counted apart, not as errors; tokens the interactive class's.
     assert sum(r["interactive_429"] for r in hymt_teams) == servers.refused > 0
     assert sum(r["interactive_requests"] for r in hymt_teams) == servers.translated
