@@ -142,6 +142,20 @@ def test_the_scheduler_keeps_a_prefix_then_prefills_newcomers_from_its_end():
     assert chunk.seq is later and (chunk.start, chunk.length) == (12, 5) and later.reused == 12
 
 
+def test_newcomers_sharing_a_prefix_the_step_keeps_wait_one_prefill_step_and_take_it_from_there():
+    s = scheduler()
+    first, second, other = seq(), seq(text=(9, 9)), seq(instruction=[1] * 12)
+    s.add([first, second, other])
+    step = s.schedule()
+    assert [c.seq for c in step.chunks] == [first, other]  # the second waits for the instruction the first keeps
+    assert len(step.saves) == 2 and step.copies == []
+    run(step)
+    while (step := s.schedule()).kind != "prefill":
+        pass
+    assert step.copies == [(10_000 - 12, second.kv_start, 12)]
+    assert [(c.seq, c.start, c.length) for c in step.chunks if not c.decoding] == [(second, 12, 2)]
+
+
 def test_a_prefix_is_kept_when_a_chunk_crosses_it_not_before():
     s = scheduler(prefill_tokens=8)
     first = seq()
@@ -160,7 +174,8 @@ def test_out_of_memory_forgets_the_steps_saves_and_requeues_newcomers_given_a_pr
     run(s.schedule())
     later = seq(text=(8, 8, 8))
     s.add([later])
-    step = s.schedule()
+    while (step := s.schedule()).kind != "prefill":
+        pass
     assert step.copies and later.num_cached == 12
     s.recover(step)
     assert later.num_cached == 0 and later.reused == 0 and later not in s.running

@@ -313,3 +313,28 @@ def test_aborting_frees_rows_and_ranges_and_drops_waiting_segments():
     assert s.allocator.used_tokens == 40 and sorted(s._free_rows) == sorted({0, 1, 2, 3} - {q.row for q in two[:2]})
     assert s.waiting.segments == {INTERACTIVE: 1, BATCH: 0} and s.waiting.owed_tokens[INTERACTIVE] == 10
     assert sorted(q.id for q in s.drain()) == sorted(q.id for q in two) and not s.running and not s.waiting
+
+
+@pytest.mark.parametrize("prompt,budget,lengths", [(33, 16, [16, 15, 2]), (17, 16, [15, 2]), (18, 16, [16, 2])])
+def test_a_prefill_chunk_never_leaves_a_prompt_one_token_short(prompt, budget, lengths):
+    """A segment is decoded once its prompt's last token has been prefilled and sampled: a chunk cut by the step's
+    budget one token before the end would leave it decoding from its row's stale state (the row's previous
+    segment's token, position and range)."""
+    s = scheduler(prefill_tokens=budget)
+    a = seq(prompt=prompt)
+    s.add([a])
+    taken = []
+    while not a.output_ids:
+        step = s.schedule()
+        assert step.kind == "prefill"
+        taken += [c.length for c in step.chunks]
+        run_prefill(step)
+    assert taken == lengths
+
+
+def test_a_step_whose_budget_would_leave_a_newcomer_one_token_short_leaves_it_for_the_next():
+    s = scheduler(prefill_tokens=16)
+    a, b = seq(prompt=15), seq(prompt=2)
+    s.add([a, b])
+    step = s.schedule()
+    assert [(c.seq, c.length) for c in step.chunks] == [(a, 15)]  # b's 2 tokens do not fit the 1 left

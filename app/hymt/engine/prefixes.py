@@ -6,9 +6,10 @@ short line of a document itself, and a position's keys and values depend only on
 A request names how many of its leading tokens are such a prefix (`Request.prefix_tokens`, set by the translation
 layer for its plain prompts). The first segment to prefill past a prefix has its rows copied into a range of the
 arena kept for it (taken from the arena's end, out of the segments' way); a later segment with the same prefix, and
-adapter, gets those rows copied into its own range when it is admitted and is prefilled from the prefix's end. The
-oldest-used prefixes are given up when a segment would not fit beside them, or when more than MAX_PREFIXES are
-kept. The copies themselves are the runner's (`KVArena.copy`), ordered on the device with the steps around them.
+adapter, gets those rows copied into its own range before its first prefill step and is prefilled from the prefix's
+end (the scheduler holds back one step the newcomers that share a prefix the step is keeping). The oldest-used
+prefixes are given up when a segment would not fit beside them, or when more than MAX_PREFIXES are kept. The
+copies themselves are the runner's (`KVArena.copy`), ordered on the device with the steps around them.
 
 Pure bookkeeping (no torch), tested without a model; only the engine thread uses it.
 """
@@ -51,8 +52,8 @@ class Prefixes:
         return (seq.adapter, tuple(seq.prompt_ids[:n]))
 
     def reuse(self, seq: Sequence) -> Copy | None:
-        """A newcomer just given its range: the copy of its prefix's rows into it where that prefix is kept (its
-        first chunk then starts at the prefix's end)."""
+        """A newcomer about to be prefilled into its range: the copy of its prefix's rows into it where that prefix
+        is kept (its first chunk then starts at the prefix's end)."""
         key = self.key(seq) if self.enabled else None
         start = self._kept.get(key) if key else None
         if key is None or start is None:

@@ -12,9 +12,10 @@ bench/prefill_cost.py); captured (engine/prefill.py), a prefill step costs about
 a newcomer is prefilled at the next step. All segments in flight share
 one LoRA adapter (an adapter switch waits for the batch to drain). When the segment chosen next cannot get a range,
 admission stops there: nothing overtakes it, so a long segment is not starved by short ones. A newcomer whose prompt
-starts with a kept prefix (engine/prefixes.py) has its rows copied in before its step and is prefilled from the
-prefix's end; a prefill step that completes a prefix not kept yet copies it aside after (a step's `copies` and
-`saves`), and kept prefixes are given up for a segment that would not fit beside them.
+starts with a kept prefix (engine/prefixes.py) has its rows copied in before its first prefill step and is prefilled
+from the prefix's end; a prefill step that completes a prefix not kept yet copies it aside after (a step's `copies`
+and `saves`), and the newcomers sharing it wait for the next prefill step to take it from there. Kept prefixes are
+given up for a segment that would not fit beside them.
 
 `postprocess` records a step's tokens: each segment's new token, the stop checks, and the Outputs that go back
 (every token of a streaming request as it comes, the whole output of the others once they end). Preemption (on
@@ -73,8 +74,8 @@ class Step:
     kind: str  # "prefill" or "decode"
     chunks: list[Chunk] = field(default_factory=list)  # prefill (the decoding segments riding along come last)
     seqs: list[Sequence] = field(default_factory=list)  # decode
-    copies: list[Copy] = field(default_factory=list)  # arena rows copied before the step: kept prefixes reused
-    saves: list[Copy] = field(default_factory=list)  # after it: prefixes the step completes, kept
+    copies: list[Copy] = field(default_factory=list)  # prefill: rows copied before the step (kept prefixes reused)
+    saves: list[Copy] = field(default_factory=list)  # prefill: rows copied after it (prefixes it completes, kept)
 
     @property
     def sequences(self) -> list[Sequence]:
@@ -108,7 +109,6 @@ class Scheduler:
         self._arrivals = itertools.count()
         self._last_kind = "decode"
         self._gathered = 0  # decoding steps taken while batch newcomers wait for their prefill
-        self._copies: list[Copy] = []  # kept prefixes' rows for newcomers, to copy before the next step
 
     @property
     def max_segment_tokens(self) -> int:
@@ -159,14 +159,13 @@ class Scheduler:
         if pending and (not ready or (self._last_kind == "decode" and self._prefill_due(pending, ready))):
             self._last_kind, self._gathered = "prefill", 0
             pending.sort(key=lambda s: s.priority is not Priority.INTERACTIVE)  # stable: interactive chunks first
-            chunks = self._chunks(pending)
-            saves = [c for c in (self.prefixes.keep(c.seq, c.start + c.length) for c in chunks) if c is not None]
+            chunks, copies, saves = self._chunks(pending)
             riders = [Chunk(s, s.num_cached, 1, decoding=True) for s in ready]
-            return Step("prefill", chunks=chunks + riders, copies=self._take_copies(), saves=saves)
+            return Step("prefill", chunks=chunks + riders, copies=copies, saves=saves)
         if ready:
             self._last_kind = "decode"
             self._gathered += bool(pending)
-            return Step("decode", seqs=ready, copies=self._take_copies())
+            return Step("decode", seqs=ready)
         return None
 
     def wants_prefill(self) -> bool:
@@ -247,16 +246,8 @@ class Scheduler:
             assert start is not None  # _admissible saw a free range this long
             self.waiting.take(seq)
             seq.kv_start, seq.row, seq.state, seq.num_cached = start, self._free_rows.pop(), State.RUNNING, 0
-            copy = self.prefixes.reuse(seq)
-            seq.num_cached = seq.reused = copy[2] if copy else 0
-            if copy:
-                self._copies.append(copy)
             self.running.append(seq)
             self.rows_held[seq.priority] += 1
-
-    def _take_copies(self) -> list[Copy]:
-        copies, self._copies = self._copies, []
-        return copies
 
     def _prefill_due(self, pending: list[Sequence], ready: list[Sequence]) -> bool:
         """Whether the newcomers have gathered long enough (waiting longer would bring few more into one step), or
@@ -267,15 +258,31 @@ class Scheduler:
             or sum(s.num_tokens - s.num_cached for s in pending) >= self.prefill_tokens
         )
 
-    def _chunks(self, pending: list[Sequence]) -> list[Chunk]:
-        budget, chunks = self.prefill_tokens, []
+    def _chunks(self, pending: list[Sequence]) -> tuple[list[Chunk], list[Copy], list[Copy]]:
+        """The step's prompt chunks within its budget, with the kept prefixes' copies into the newcomers' ranges
+        before it and the copies that keep the prefixes it completes after it."""
+        budget, chunks, copies, saves = self.prefill_tokens, [], [], []
+        keeping: set[tuple | None] = set()
         for seq in pending:
             if budget <= 0:
                 break
-            length = min(seq.num_tokens - seq.num_cached, budget)
+            if seq.num_cached == 0:
+                if self.prefixes.key(seq) in keeping:  # kept by this step: taken from there at the next
+                    continue
+                if copy := self.prefixes.reuse(seq):
+                    seq.num_cached = seq.reused = copy[2]
+                    copies.append(copy)
+            left = seq.num_tokens - seq.num_cached
+            # A segment decodes from what its last prefill chunk sampled: a chunk never leaves one token alone.
+            length = min(left, budget) - (left - budget == 1)
+            if length < 1:
+                break
             chunks.append(Chunk(seq, seq.num_cached, length))
             budget -= length
-        return chunks
+            if save := self.prefixes.keep(seq, seq.num_cached + length):
+                saves.append(save)
+                keeping.add(self.prefixes.key(seq))
+        return chunks, copies, saves
 
     def _release(self, seq: Sequence) -> None:
         if seq.state is State.RUNNING and seq in self.running:
