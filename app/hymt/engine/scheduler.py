@@ -210,8 +210,6 @@ class Scheduler:
         else:
             order = sorted(self.running, key=lambda s: (s.priority is Priority.INTERACTIVE, -s.arrival))
             victims = order[: (len(order) + 1) // 2]
-        # Newcomers given a prefix's rows by this step's copies, which may not have run.
-        victims += [s for s in self.running if s.reused and s.num_cached == s.reused and s not in victims]
         hopeless = [s for s in victims if len(self.running) == 1 and s.preemptions >= MAX_PREEMPTIONS_ALONE]
         victims = [s for s in victims if s not in hopeless]
         for seq in hopeless:
