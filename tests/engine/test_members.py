@@ -126,6 +126,9 @@ def test_style_and_background_go_into_the_prompt_or_are_refused(family_model):
         job.wait(120)
         prompt = translator.tokenizer.decode(job.requests[0].prompt_ids)
         assert "the translation style must strictly conform to [formal]:\n\n" + TEXT in prompt
+        # The instruction with its style is the prefix every segment in that style shares (engine/prefixes.py).
+        shared = translator.tokenizer.decode(job.requests[0].prompt_ids[: job.requests[0].prefix_tokens])
+        assert "conform to [formal]" in shared and TEXT[:5] not in shared
         with pytest.raises(BadRequest, match="cannot be combined") as both:
             translator.submit([(TEXT, EN)], DE, GREEDY, options=Options(style="formal", background="A letter."))
         assert both.value.status == 422

@@ -21,6 +21,9 @@ from ..glossary import Glossaries, Term
 from ..languages import Language
 from .jobs import Event, Job, Options
 
+# Instructions whose tokens a prompter keeps at most.
+MAX_INSTRUCTIONS = 256
+
 
 class Prompter:
     def __init__(
@@ -37,7 +40,9 @@ class Prompter:
         self.max_seq_tokens, self.adapters, self.glossaries = max_seq_tokens, adapters, glossaries
         self._ids = itertools.count(1)
         self._request_ids = itertools.count(1)
-        self._instructions: dict[tuple, list[int]] = {}  # (source, target) -> the plain prompt's tokens, no text
+        # (source, target, style, background) -> that prompt's tokens without text; emptied past MAX_INSTRUCTIONS
+        # (styles and backgrounds are the clients' own words).
+        self._instructions: dict[tuple, list[int]] = {}
 
     def job(
         self,
@@ -103,7 +108,7 @@ class Prompter:
             if context and not self._fits_whole_budget(prompt_ids, wanted):
                 prompt_ids = self._prompt(prompts.segment_message(self.family, source, target, text, terms))
                 context = ""
-            shared = 0 if instructed or context else self._instruction_tokens(prompt_ids, source, target)
+            shared = 0 if terms or marked or context else self._instruction_tokens(prompt_ids, source, target, options)
             job.sources.append(source)
             job.terms.append(terms)
             job.requests.append(self._request(job, prompt_ids, wanted, source, sampling, min_new_tokens, shared))
@@ -204,13 +209,21 @@ class Prompter:
     def _prompt(self, message: str) -> list[int]:
         return self.encode(prompts.render(self.tokenizer, message, self.family))
 
-    def _instruction_tokens(self, prompt_ids: list[int], source: Language | None, target: Language) -> int:
-        """How many leading tokens a plain prompt shares with every other to the same target from the same side:
-        those it has in common with the same prompt without text (the template and the instruction), which the
-        engine prefills once (engine/prefixes.py)."""
-        key = (source, target)
+    def _instruction_tokens(
+        self, prompt_ids: list[int], source: Language | None, target: Language, options: Options
+    ) -> int:
+        """How many leading tokens a prompt with no terms or context shares with every other to the same target
+        from the same side, in the same style or with the same background: those it has in common with the same
+        prompt without text (the template and the instruction), which the engine prefills once
+        (engine/prefixes.py)."""
+        key = (source, target, options.style, options.background)
         if key not in self._instructions:
-            self._instructions[key] = self._prompt(prompts.user_message(source, target, "", self.family))
+            if len(self._instructions) >= MAX_INSTRUCTIONS:
+                self._instructions.clear()
+            message = prompts.segment_message(
+                self.family, source, target, "", [], style=options.style, background=options.background
+            )
+            self._instructions[key] = self._prompt(message)
         instruction = self._instructions[key]
         common = (i for i, (a, b) in enumerate(zip(prompt_ids, instruction)) if a != b)
         return next(common, min(len(prompt_ids), len(instruction)))
