@@ -150,12 +150,12 @@ class BrowserLog:
     requests still unanswered when it failed (a page left empty in CI for 90 s said nothing of why)."""
 
     def __init__(self):
+        self.clear()
+
+    def clear(self):
         self.began = time.monotonic()
         self.lines: list[str] = []
         self.pending: dict[object, str] = {}
-
-    def clear(self):
-        self.__init__()
 
     def say(self, line: str):
         self.lines.append(f"{time.monotonic() - self.began:7.2f} s  {line}")

@@ -123,7 +123,6 @@ class Engine:
                 self.inbox.wait()
             return True
         try:
-            self.runner.arena.copy(step.copies)
             if step.kind == "decode":
                 launched = self.runner.launch(step.seqs)
                 previous, self._in_flight = self._in_flight, (step, launched)
@@ -131,6 +130,7 @@ class Engine:
                     self._postprocess(previous[0], self.runner.collect(previous[1]))
                 return True
             assert self._in_flight is None  # wants_prefill() said so above: the step in flight was collected
+            self.runner.arena.copy(step.copies)
             tokens = self.runner.prefill(step.chunks)
             self.runner.arena.copy(step.saves)
             self._postprocess(step, tokens)

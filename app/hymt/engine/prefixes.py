@@ -55,9 +55,9 @@ class Prefixes:
         """A newcomer about to be prefilled into its range: the copy of its prefix's rows into it where that prefix
         is kept (its first chunk then starts at the prefix's end)."""
         key = self.key(seq) if self.enabled else None
-        start = self._kept.get(key) if key else None
-        if key is None or start is None:
+        if key is None or key not in self._kept:
             return None
+        start = self._kept[key]
         self._kept.move_to_end(key)
         length = len(key[1])
         self.hits += 1

@@ -25,7 +25,7 @@ class Sequence:
     row: int = -1
     kv_start: int = -1
     num_cached: int = 0  # tokens whose keys and values are in the arena
-    reused: int = 0  # of those, copied from a kept prefix when it was admitted (its first chunk starts there)
+    reused: int = 0  # of those, copied from a kept prefix before its first prefill chunk (which starts there)
     preemptions: int = 0
     posted: int = 0  # output tokens already posted back (a streaming request's)
 
