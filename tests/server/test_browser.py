@@ -822,6 +822,34 @@ def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
     assert page.inner_text("#status").startswith("Ready")
 
 
+def test_a_translation_that_got_no_answer_is_sent_again_by_itself(page):
+    """No answer at all (a network change, a server restarting): said, then the page asks again by itself, after
+    2 s, then 4 s while none comes."""
+    sent = []
+
+    def handle(route):
+        sent.append((time.monotonic(), route.request.post_data_json["text"]))
+        if len(sent) <= 2:
+            route.abort("connectionrefused")
+        else:
+            route.continue_()
+
+    page.route("**/api/translate", handle)
+    record(page, "#message", "messages")
+    page.select_option("#target", "de")
+    page.fill("#input", "Hello world.")
+    page.wait_for_function("document.querySelector('#message').textContent.includes('trying again in 4 s')")
+    page.wait_for_function(IDLE)
+    assert [text for _, text in sent] == ["Hello world."] * 3
+    assert sent[1][0] - sent[0][0] >= 1.9 and sent[2][0] - sent[1][0] >= 3.9
+    said = [m for m in page.evaluate("window.messages") if m]
+    assert said == [
+        "The server could not be reached: Failed to fetch; trying again in 2 s",
+        "The server could not be reached: Failed to fetch; trying again in 4 s",
+    ], said
+    assert page.inner_text("#message") == ""
+
+
 def test_a_document_refused_by_a_busy_server_is_sent_again_by_itself(page, tmp_path):
     """A 429 for a document (its queue full, Retry-After: 1): said once in its place, then sent again."""
     sent = []

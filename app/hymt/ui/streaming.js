@@ -63,9 +63,10 @@ export function cancelRunning() {
   state.controller = null;
 }
 
-export async function postStream(url, { headers = {}, body }, onEvent, { onBusy } = {}) {
+export async function postStream(url, { headers = {}, body }, onEvent, { onBusy, onUnreachable } = {}) {
   // One streaming POST of the text: a newer one cancels it. The page shows progress until the events end. A 429
   // goes to onBusy(seconds, answer) where given (the caller asks again later), else it is shown like any refusal.
+  // No answer, or one cut off (a network change, the server restarting), goes to onUnreachable(error) where given.
   cancelRunning();
   const controller = new AbortController();
   state.controller = controller;
@@ -86,7 +87,8 @@ export async function postStream(url, { headers = {}, body }, onEvent, { onBusy 
     await readEvents(response, (kind, data) => { if (state.controller === controller) onEvent(kind, data); });
   } catch (err) {
     if (err.name !== "AbortError" && state.controller === controller) {
-      showMessage(() => t("unreachable", { error: err.message }));
+      if (onUnreachable) onUnreachable(err);
+      else showMessage(() => t("unreachable", { error: err.message }));
     }
   } finally {
     if (state.controller === controller) {  // a request that was replaced leaves the page to its successor

@@ -1,5 +1,6 @@
 // The text box: translation as you type or on request (streamed), the counter, swap and clear. A busy server
-// (429) is asked again by itself after its Retry-After, with the latest text.
+// (429) is asked again by itself after its Retry-After, and a server not reached after a few seconds, each time
+// with the latest text.
 import { hideAlternatives } from "./alternatives.js";
 import { glossaryTerms, showGlossaryReport, storedGlossaryId } from "./glossary.js";
 import { clearDocumentReport } from "./documents.js";
@@ -11,6 +12,11 @@ import { languageName, refreshPickers, showDetected } from "./pickers.js";
 import { $, state } from "./state.js";
 import { cancelRunning, postStream } from "./streaming.js";
 import { updateUrl } from "./url-state.js";
+
+// A translation that got no answer is sent again after this many seconds, doubled each time it gets none again.
+const UNREACHABLE_FIRST_S = 2;
+const UNREACHABLE_MAX_S = 30;
+let unreachableWait = UNREACHABLE_FIRST_S;
 
 export function updateCounter() {
   const n = $("input").value.length;
@@ -48,6 +54,7 @@ export async function translate({ typed = false } = {}) {
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ ...request, stream: true }),
   }, (kind, body) => {
+    unreachableWait = UNREACHABLE_FIRST_S;  // answered
     if (kind === "start") {
       progress.max = Math.max(1, body.segments);
       showDetected(body.detectedLanguage);
@@ -65,15 +72,30 @@ export async function translate({ typed = false } = {}) {
     } else if (kind === "error") {
       showError(0, body);
     }
-  }, { onBusy: retryLater });
+  }, { onBusy: retryLater, onUnreachable: retryUnreachable });
 }
 
 function retryLater(seconds, body) {
-  // Refused with 429: said once, then asked again after Retry-After with whatever the text is by then. Edits
-  // meanwhile send nothing of their own (scheduleTyping): the one pending retry takes the latest text. The status
-  // line says so meanwhile, rather than the "Ready" of the last /health.
-  state.lastSent = null;  // what was refused was not translated: the same text goes again
-  showMessage(() => sentence(retryText(seconds, body)));
+  // Refused with 429: said once, then asked again after Retry-After. The status line says so meanwhile, rather
+  // than the "Ready" of the last /health.
+  unreachableWait = UNREACHABLE_FIRST_S;
+  sendAgain(seconds, () => sentence(retryText(seconds, body)));
+  showStatus(seconds);
+}
+
+function retryUnreachable(err) {
+  // No answer, or one cut off: said, then asked again, sooner at first (a network change, a server restarting)
+  // and less often while the server stays away (the status line follows /health meanwhile).
+  const seconds = unreachableWait;
+  unreachableWait = Math.min(UNREACHABLE_MAX_S, 2 * unreachableWait);
+  sendAgain(seconds, () => sentence(t("retrying", { why: t("unreachableClause", { error: err.message }), seconds })));
+}
+
+function sendAgain(seconds, message) {
+  // One pending retry, with whatever the text is by then: edits meanwhile send nothing of their own
+  // (scheduleTyping).
+  state.lastSent = null;  // what was not translated goes again, the same text too
+  showMessage(message);
   clearTimeout(state.retryTimer);
   state.retryTimer = setTimeout(() => {
     state.retryTimer = null;
@@ -81,7 +103,6 @@ function retryLater(seconds, body) {
     showStatus();
     translate({ typed: true });
   }, seconds * 1000);
-  showStatus(seconds);
 }
 
 export function languagesChanged() {
