@@ -619,8 +619,14 @@ def check_decoding_step(device: str, dtype: torch.dtype, model_dir: str) -> None
             dtype,
             torch.device(device),
         )
-        for tensor in arena.keys + arena.values:
-            tensor.copy_(torch.randint(-50, 50, tensor.shape) if quantized else torch.randn(tensor.shape))
+        # Earlier tokens' keys and values as the engine stores them (INT8: a scale per token and head from their
+        # largest entry), so that attention over them is no more peaked than a model's: INT8 steps of ±50 with
+        # scales of 1 made keys of ±50, whose softmax, near an argmax, magnifies a query's rounding (the tiny
+        # 30B-A3B's int8 keys 5 steps apart on an H100, bench/history/checks-20261207T1700Z).
+        everywhere = torch.arange(arena.num_tokens, device=device)
+        for layer in range(config.num_hidden_layers):
+            states = (torch.randn(arena.keys[layer].shape).to(device, dtype) for _ in range(2))
+            arena.write(layer, everywhere, *states)
         decoder = Decoder(model, arena, "dense", compiled=False, max_positions=64)
         state = arena.keys + arena.values + getattr(arena, "key_scales", []) + getattr(arena, "value_scales", [])
         saved = [t.clone() for t in state]
