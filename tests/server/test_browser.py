@@ -822,6 +822,33 @@ def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
     assert page.inner_text("#status").startswith("Ready")
 
 
+STARTING = {"error": "the server is starting (loading weights); try again shortly", "error_type": "not_ready"}
+
+
+def test_a_translation_refused_by_a_starting_server_is_sent_again_by_itself(page):
+    """A 503 with Retry-After (the server starting, restarting or shutting down): the server's reason said once,
+    then the text sent again; the status line is left to /health (not "Busy")."""
+    sent = []
+
+    def handle(route):
+        sent.append(route.request.post_data_json["text"])
+        if len(sent) == 1:
+            route.fulfill(status=503, headers={"Retry-After": "1"}, json=STARTING)
+        else:
+            route.continue_()
+
+    page.route("**/api/translate", handle)
+    record(page, "#message", "messages")
+    record(page, "#status", "statuses")
+    page.select_option("#target", "de")
+    page.fill("#input", "Hello world.")
+    page.wait_for_function(IDLE)
+    assert sent == ["Hello world.", "Hello world."]
+    said = [m for m in page.evaluate("window.messages") if m]
+    assert said == ["The server is starting (loading weights); trying again in 1 s"], said
+    assert not [s for s in page.evaluate("window.statuses") if s.startswith("Busy")]
+
+
 def test_a_translation_that_got_no_answer_is_sent_again_by_itself(page):
     """No answer at all (a network change, a server restarting): said, then the page asks again by itself, after
     2 s, then 4 s while none comes."""

@@ -8,7 +8,7 @@ import { t, tell } from "./i18n.js";
 import { errorText, retryText, say, showError } from "./messages.js";
 import { instructions } from "./options.js";
 import { $, state } from "./state.js";
-import { openStream, readEvents, retryAfter } from "./streaming.js";
+import { askLater, openStream, readEvents, retryAfter } from "./streaming.js";
 import { showView } from "./views.js";
 
 // Documents whose translation is text worth showing on the page as well as offering for download.
@@ -89,7 +89,8 @@ function onEvent(doc, kind, body) {
 }
 
 async function send(doc) {
-  // The upload and its stream of events; a 429 (the document queue is full) is sent again after Retry-After.
+  // The upload and its stream of events; a 429 (the document queue is full) or a 503 with Retry-After (the server
+  // starting or restarting) is sent again after Retry-After.
   const controller = new AbortController();
   doc.controller = controller;
   running(true);
@@ -101,7 +102,7 @@ async function send(doc) {
     if (!response.ok) {
       const answer = await response.json().catch(() => null);
       if (current !== doc) return;
-      if (response.status !== 429) { failed(doc, response.status, answer); return; }
+      if (!askLater(response)) { failed(doc, response.status, answer); return; }
       const seconds = retryAfter(response);
       show(() => t("sendingRetry", { name: doc.file.name, retry: retryText(seconds, answer) }));
       doc.retryTimer = setTimeout(() => { if (current === doc) send(doc); }, seconds * 1000);

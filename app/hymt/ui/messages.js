@@ -6,6 +6,8 @@ import { $ } from "./state.js";
 // What a status means, said before the server's own words unless those already say it (the server speaks
 // English: its words are compared with the English prefix).
 const PREFIXES = { 429: "busy", 413: "tooLong", 503: "notReady" };
+// The error types of a 503 that a later request may not get (the server's NotReady).
+const NOT_READY = ["not_ready", "draining"];
 
 export function sentence(text) {
   return text.charAt(0).toUpperCase() + text.slice(1);
@@ -37,9 +39,17 @@ export function showError(status, body) {
 }
 
 export function retryText(seconds, body) {
-  // A 429: what happened, and when the page asks again by itself (a clause: sentence() starts a sentence with it).
-  const why = body && body.error_type === "rate_limited" ? t("rateLimited") : t("serverBusy");
+  // A 429 or 503: what happened, and when the page asks again by itself (a clause: sentence() starts a sentence
+  // with it). A server not ready says why in its own words ("the server is starting (loading weights)"), less its
+  // own "try again shortly".
+  let why = body && body.error_type === "rate_limited" ? t("rateLimited") : t("serverBusy");
+  if (notReady(body) && body.error) why = body.error.replace(/;\s*try again[^;]*$/i, "");
   return t("retrying", { why, seconds });
+}
+
+export function notReady(body) {
+  // A 503's answer: the server starting, restarting or shutting down (not busy: /health says which).
+  return Boolean(body && NOT_READY.includes(body.error_type));
 }
 
 export function say(text) {

@@ -49,6 +49,11 @@ export function openStream(url, { headers = {}, body, signal }) {
   return fetch(url, { method: "POST", headers: { ...headers, ...authHeaders() }, body, signal });
 }
 
+export function askLater(response) {
+  // A refusal for now: busy (429), or starting, restarting or shutting down (503 with Retry-After).
+  return response.status === 429 || (response.status === 503 && response.headers.has("Retry-After"));
+}
+
 export function retryAfter(response) {
   // Retry-After in whole seconds (a number or an HTTP date), at least 1.
   const header = response.headers.get("Retry-After");
@@ -64,8 +69,9 @@ export function cancelRunning() {
 }
 
 export async function postStream(url, { headers = {}, body }, onEvent, { onBusy, onUnreachable } = {}) {
-  // One streaming POST of the text: a newer one cancels it. The page shows progress until the events end. A 429
-  // goes to onBusy(seconds, answer) where given (the caller asks again later), else it is shown like any refusal.
+  // One streaming POST of the text: a newer one cancels it. The page shows progress until the events end. A 429,
+  // or a 503 with Retry-After (starting, restarting, shutting down), goes to onBusy(seconds, answer) where given
+  // (the caller asks again later), else it is shown like any refusal.
   // No answer, or one cut off (a network change, the server restarting), goes to onUnreachable(error) where given.
   cancelRunning();
   const controller = new AbortController();
@@ -80,7 +86,7 @@ export async function postStream(url, { headers = {}, body }, onEvent, { onBusy,
     if (!response.ok) {
       const answer = await response.json().catch(() => null);
       if (state.controller !== controller) return;
-      if (response.status === 429 && onBusy) onBusy(retryAfter(response), answer);
+      if (askLater(response) && onBusy) onBusy(retryAfter(response), answer);
       else showError(response.status, answer);
       return;
     }

@@ -1,12 +1,12 @@
-// The text box: translation as you type or on request (streamed), the counter, swap and clear. A busy server
-// (429) is asked again by itself after its Retry-After, and a server not reached after a few seconds, each time
-// with the latest text.
+// The text box: translation as you type or on request (streamed), the counter, swap and clear. A busy or starting
+// server (429, 503) is asked again by itself after its Retry-After, and a server not reached after a few seconds,
+// each time with the latest text.
 import { hideAlternatives } from "./alternatives.js";
 import { glossaryTerms, showGlossaryReport, storedGlossaryId } from "./glossary.js";
 import { clearDocumentReport } from "./documents.js";
 import { showStatus } from "./health.js";
 import { t, tell } from "./i18n.js";
-import { retryText, say, sentence, showError, showMessage } from "./messages.js";
+import { notReady, retryText, say, sentence, showError, showMessage } from "./messages.js";
 import { instructions } from "./options.js";
 import { languageName, refreshPickers, showDetected } from "./pickers.js";
 import { $, state } from "./state.js";
@@ -76,11 +76,11 @@ export async function translate({ typed = false } = {}) {
 }
 
 function retryLater(seconds, body) {
-  // Refused with 429: said once, then asked again after Retry-After. The status line says so meanwhile, rather
-  // than the "Ready" of the last /health.
+  // Refused with 429 (or 503: starting, restarting): said once, then asked again after Retry-After. For a 429 the
+  // status line says so meanwhile, rather than the "Ready" of the last /health.
   unreachableWait = UNREACHABLE_FIRST_S;
   sendAgain(seconds, () => sentence(retryText(seconds, body)));
-  showStatus(seconds);
+  if (!notReady(body)) showStatus(seconds);
 }
 
 function retryUnreachable(err) {
