@@ -770,6 +770,50 @@ def test_a_document_waits_its_turn_shows_progress_and_the_text_box_translates_me
     assert len(open(info.value.path(), encoding="utf-8").read().splitlines()) == 60
 
 
+def stream_of(*events: tuple[str, dict]) -> str:
+    """A Server-Sent Events body of (kind, data) events."""
+    return "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in events)
+
+
+def upload_lost_after_its_start(page, tmp_path, job: dict, *then: tuple[str, dict]) -> None:
+    """The page uploads notes.txt, and its stream tells of the job `job` (one already on the server), then `then`,
+    then ends: what a page sees of a server that restarts, or of a connection cut, while its document runs."""
+    start = {"segments": job["segments_total"], "name": job["name"], "id": job["id"]}
+    body = stream_of(("start", start), *then)
+    page.route("**/api/translate_file", lambda route: route.fulfill(content_type="text/event-stream", body=body))
+    record(page, "#doc-status", "docStatus")
+    notes = tmp_path / "notes.txt"
+    notes.write_text(lines_of_text(5), encoding="utf-8")
+    page.set_input_files("#file", str(notes))
+
+
+def test_a_document_whose_server_restarts_is_followed_to_its_download(jobs_page, jobs_server, tmp_path):
+    """The server drains while the page's document runs (its stream ends with "draining"): the page says so, asks
+    after the job until it is done (the server keeps it over a restart), then offers its download."""
+    page, srv = jobs_page, jobs_server
+    job = submit_job(srv, "notes.txt", 5)
+    draining = f"the server is restarting; document job {job['id']} is kept and resumes after the restart"
+    upload_lost_after_its_start(page, tmp_path, job, ("error", {"error": draining, "error_type": "draining"}))
+    page.wait_for_selector("#download:not([hidden])", timeout=120_000)
+    statuses = page.evaluate("window.docStatus")
+    assert "notes.txt: the server is restarting; the document is kept and resumes after the restart" in statuses
+    assert page.inner_text("#doc-status") == "notes.de.txt: 5 segments translated."
+    with page.expect_download() as info:
+        page.click("#download")
+    assert open(info.value.path(), encoding="utf-8").read().count("\n") == 5
+
+
+def test_a_document_whose_stream_was_cut_says_the_server_cancelled_it(jobs_page, jobs_server, tmp_path):
+    """The stream ends after the job's start, and the server, which saw it close, has cancelled the job: the page
+    asks after it and says what happened, not that the person cancelled it."""
+    page, srv = jobs_page, jobs_server
+    job = submit_job(srv, "notes.txt", 300)
+    cancel_job(srv, job)
+    upload_lost_after_its_start(page, tmp_path, job)
+    doc_status_is(page, "notes.txt was not translated: The connection was lost, and the server cancelled the document")
+    assert page.is_hidden("#doc-cancel") and page.is_hidden("#download")
+
+
 def test_cancel_stops_a_running_document(jobs_page, jobs_server, tmp_path):
     page, srv = jobs_page, jobs_server
     long = tmp_path / "long.txt"

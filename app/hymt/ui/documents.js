@@ -13,9 +13,13 @@ import { showView } from "./views.js";
 
 // Documents whose translation is text worth showing on the page as well as offering for download.
 const TEXT_FORMATS = [".txt", ".md", ".srt", ".vtt", ".po", ".pot"];
+// A job whose stream was lost is asked after every this many seconds (doubled, up to the most, while the server
+// is not reached).
+const FOLLOW_S = 2;
+const FOLLOW_MAX_S = 16;
 
 // The document on its way (one at a time: a newer upload replaces it): { file, ext, form, controller, id,
-// retryTimer }; null once it has ended.
+// retryTimer, result, cancelling, resumes }; null once it has ended.
 let current = null;
 
 function show(words, { failed = false } = {}) {
@@ -84,6 +88,7 @@ function onEvent(doc, kind, body) {
     doc.result = body;
   } else if (kind === "error") {
     if (body.error_type === "cancelled") cancelled(doc);
+    else if (body.error_type === "draining" && doc.id) doc.resumes = true;  // followed once the stream ends
     else failed(doc, 0, body);
   }
 }
@@ -111,9 +116,50 @@ async function send(doc) {
     await readEvents(response, (kind, body) => { if (current === doc) onEvent(doc, kind, body); });
     if (current !== doc) return;
     if (doc.result) await showResult(doc, doc.result);
+    else if (doc.id) follow(doc);
     else failed(doc, 0, { error: t("streamEnded") });
   } catch (err) {
-    if (err.name !== "AbortError") failed(doc, 0, { error: t("unreachableClause", { error: err.message }) });
+    if (err.name === "AbortError" || current !== doc) return;
+    if (doc.id) follow(doc);
+    else failed(doc, 0, { error: t("unreachableClause", { error: err.message }) });
+  }
+}
+
+async function follow(doc) {
+  // The stream was lost after the job began (the server restarting, the connection cut): the job is asked after
+  // (/api/jobs/{id}) until it ends. The server keeps a job over a restart and resumes it; one whose stream it saw
+  // close it has cancelled.
+  const name = doc.file.name;
+  show(() => t(doc.resumes ? "resuming" : "following", { name }));
+  for (let wait = FOLLOW_S; current === doc;) {
+    await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+    if (current !== doc) return;
+    let response;
+    try {
+      response = await fetch(`/api/jobs/${encodeURIComponent(doc.id)}`, { headers: authHeaders() });
+    } catch {
+      wait = Math.min(FOLLOW_MAX_S, 2 * wait);  // not reached yet: asked again, less often
+      continue;
+    }
+    const job = await response.json().catch(() => null);
+    if (current !== doc) return;
+    if (askLater(response)) { wait = retryAfter(response); continue; }
+    if (!response.ok || !job) { failed(doc, response.status, job); return; }
+    wait = FOLLOW_S;
+    if (job.status === "done") {
+      const url = `/download_file/${encodeURIComponent(job.id)}/${encodeURIComponent(job.name)}`;
+      await showResult(doc, { ...job.report, translatedFileUrl: url, name: job.name });
+      return;
+    }
+    if (job.status === "cancelled") {
+      if (doc.cancelling) cancelled(doc);
+      else failed(doc, 0, { error: t("connectionLost") });
+      return;
+    }
+    if (job.status === "error") { failed(doc, 0, { error: job.error }); return; }
+    if (job.status === "queued") onEvent(doc, "queued", { position: job.queue_position });
+    else onEvent(doc, "progress", { done: job.segments_done, total: job.segments_total,
+                                    seconds_remaining: job.seconds_remaining });
   }
 }
 
@@ -197,7 +243,8 @@ function loadFile(file) {
   if (terms.length) form.append("glossary", JSON.stringify(terms));
   if (storedGlossaryId()) form.append("glossary_id", storedGlossaryId());
   for (const [name, value] of Object.entries(instructions())) form.append(name, value);
-  current = { file, ext, form, controller: null, id: null, retryTimer: null, result: null, cancelling: false };
+  current = { file, ext, form, controller: null, id: null, retryTimer: null, result: null, cancelling: false,
+              resumes: false };
   send(current);
 }
 
