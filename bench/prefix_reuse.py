@@ -5,7 +5,8 @@ CPU the tiny test model shows the tokens (its prefill costs per segment, not per
 weights (`bench/run.py build`) show the time too.
 
     PYTHONPATH=app python3 bench/prefix_reuse.py --model /tmp/tiny-hunyuan-mt --profile cpu
-    PYTHONPATH=app:/tmp/site python3 bench/prefix_reuse.py --model /tmp/hymt-7b --card 12 --lines 2000
+    PYTHONPATH=app:/tmp/site python3 bench/prefix_reuse.py --model /tmp/hymt-7b --card 12 --lines 2000 \
+        --profile int4 --reuse off    # then --reuse on, in another process
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def run(settings: Settings, lines: int) -> dict:
     finally:
         translator.stop()
     return {
+        "profile": translator.decision.profile,  # the one loaded (start-up steps down where one does not fit)
         "prefix_reuse": settings.prefix_reuse,
         "prompt_tokens_prefilled": now.tokens_in,
         "prefix_tokens_reused": now.prefix_tokens_reused,
@@ -57,6 +59,13 @@ def main() -> int:
     parser.add_argument("--card", type=float, help="GPU memory to plan for, in GB (the planner's cap)")
     parser.add_argument("--lines", type=int, default=200)
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument(
+        "--reuse",
+        choices=("both", "off", "on"),
+        default="both",
+        help="one of them per process on a GPU: a second "
+        "start in the same process may not find the memory the first gave back, and step down to another profile",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as data:
         base = Settings.from_env().replace(
@@ -64,7 +73,7 @@ def main() -> int:
         )
         if args.card:
             base = base.replace(gpu_memory_gb=args.card)
-        for reuse in (False, True):
+        for reuse in {"both": (False, True), "off": (False,), "on": (True,)}[args.reuse]:
             print(json.dumps(run(base.replace(prefix_reuse=reuse), args.lines)), flush=True)
     return 0
 
