@@ -6,8 +6,9 @@ import { $ } from "./state.js";
 // What a status means, said before the server's own words unless those already say it (the server speaks
 // English: its words are compared with the English prefix).
 const PREFIXES = { 429: "busy", 413: "tooLong", 503: "notReady" };
-// The error types of a 503 that a later request may not get (the server's NotReady).
-const NOT_READY = ["not_ready", "draining"];
+// The error types of the server's 503s for now (its NotReady: starting, restarting, shutting down, its database
+// out of reach), whose own words say why.
+const NOT_READY = ["not_ready", "draining", "store_unavailable"];
 
 export function sentence(text) {
   return text.charAt(0).toUpperCase() + text.slice(1);
@@ -48,7 +49,7 @@ export function retryText(seconds, body) {
 }
 
 export function notReady(body) {
-  // A 503's answer: the server starting, restarting or shutting down (not busy: /health says which).
+  // A 503's answer for now: the server not ready, not busy (/health says how it stands).
   return Boolean(body && NOT_READY.includes(body.error_type));
 }
 
