@@ -838,18 +838,25 @@ BUSY = {
 }
 
 
-def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
-    """A 429 for the text (Retry-After: 1): one clean message, then the page asks again by itself."""
-    sent = []
+def refused_once(page, status: int, answer: dict, retry_after: str = "1") -> list[tuple[float, str]]:
+    """The page's first text translation refused with `status`, `answer` and Retry-After, the others served: the
+    (time, text) of each sent, as they come."""
+    sent: list[tuple[float, str]] = []
 
     def handle(route):
-        sent.append(route.request.post_data_json["text"])
+        sent.append((time.monotonic(), route.request.post_data_json["text"]))
         if len(sent) == 1:
-            route.fulfill(status=429, headers={"Retry-After": "1"}, json=BUSY)
+            route.fulfill(status=status, headers={"Retry-After": retry_after}, json=answer)
         else:
             route.continue_()
 
     page.route("**/api/translate", handle)
+    return sent
+
+
+def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
+    """A 429 for the text (Retry-After: 1): one clean message, then the page asks again by itself."""
+    sent = refused_once(page, 429, BUSY)
     record(page, "#message", "messages")
     page.select_option("#target", "de")
     page.fill("#input", "Hello world.")  # as typed: nothing pressed, then or later
@@ -857,7 +864,7 @@ def test_a_busy_server_is_said_once_and_the_text_is_sent_again_by_itself(page):
     page.wait_for_function("document.querySelector('#message').textContent.length > 0")
     assert page.inner_text("#message") == "The server is busy; trying again in 1 s"
     page.wait_for_function(IDLE)
-    assert sent == ["Hello world.", "Hello world."]
+    assert [text for _, text in sent] == ["Hello world.", "Hello world."]
     assert [m for m in page.evaluate("window.messages") if m] == ["The server is busy; trying again in 1 s"]
     assert page.inner_text("#message") == ""
     # The status line said so meanwhile (not "Ready"), and is the server's state again after the retry.
@@ -872,22 +879,13 @@ STARTING = {"error": "the server is starting (loading weights); try again shortl
 def test_a_translation_refused_by_a_starting_server_is_sent_again_by_itself(page):
     """A 503 with Retry-After (the server starting, restarting or shutting down): the server's reason said once,
     then the text sent again; the status line is left to /health (not "Busy")."""
-    sent = []
-
-    def handle(route):
-        sent.append(route.request.post_data_json["text"])
-        if len(sent) == 1:
-            route.fulfill(status=503, headers={"Retry-After": "1"}, json=STARTING)
-        else:
-            route.continue_()
-
-    page.route("**/api/translate", handle)
+    sent = refused_once(page, 503, STARTING)
     record(page, "#message", "messages")
     record(page, "#status", "statuses")
     page.select_option("#target", "de")
     page.fill("#input", "Hello world.")
     page.wait_for_function(IDLE)
-    assert sent == ["Hello world.", "Hello world."]
+    assert [text for _, text in sent] == ["Hello world.", "Hello world."]
     said = [m for m in page.evaluate("window.messages") if m]
     assert said == ["The server is starting (loading weights); trying again in 1 s"], said
     assert not [s for s in page.evaluate("window.statuses") if s.startswith("Busy")]
@@ -947,16 +945,7 @@ def test_a_document_refused_by_a_busy_server_is_sent_again_by_itself(page, tmp_p
 def test_an_edit_while_a_retry_waits_goes_with_that_one_retry(page):
     """Typing on while the page waits out Retry-After sends nothing sooner and stacks no retry: the one retry, when
     its time comes, carries the latest text."""
-    sent = []
-
-    def handle(route):
-        sent.append((time.monotonic(), route.request.post_data_json["text"]))
-        if len(sent) == 1:
-            route.fulfill(status=429, headers={"Retry-After": "2"}, json=BUSY)
-        else:
-            route.continue_()
-
-    page.route("**/api/translate", handle)
+    sent = refused_once(page, 429, BUSY, retry_after="2")
     page.select_option("#target", "de")
     page.fill("#input", "Hello")
     page.wait_for_function("document.querySelector('#message').textContent.includes('trying again in 2 s')")
