@@ -45,11 +45,11 @@ class Prefixes:
 
     @staticmethod
     def key(seq: Sequence) -> tuple | None:
-        n = seq.request.prefix_tokens
+        n = len(seq.prefix)
         # At least the prompt's last two tokens are prefilled: a segment decodes only after a prefill step sampled it.
         if n < MIN_PREFIX_TOKENS or n > len(seq.prompt_ids) - 2:
             return None
-        return (seq.adapter, tuple(seq.prompt_ids[:n]))
+        return (seq.adapter, seq.prefix)
 
     def reuse(self, seq: Sequence) -> Copy | None:
         """A newcomer about to be prefilled into its range: the copy of its prefix's rows into it where that prefix

@@ -35,6 +35,9 @@ class Sequence:
         self.id, self.prompt_ids, self.max_new_tokens = request.id, request.prompt_ids, request.max_new_tokens
         self.sampling, self.adapter, self.min_new_tokens = request.sampling, request.adapter, request.min_new_tokens
         self.priority = request.priority
+        # The leading tokens it shares with other prompts (engine/prefixes.py keys them), sliced once here, on the
+        # thread that adds it, not at each prefill step on the engine's.
+        self.prefix = tuple(request.prompt_ids[: request.prefix_tokens])
 
     @property
     def num_tokens(self) -> int:
