@@ -18,7 +18,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 # A server that cannot import fails each card in seconds and the run measures nothing of hymt: stop before it (the
 # 30B-A3B's model code too, which carry.sh keeps of transformers' models).
-PYTHONPATH=app:/tmp/site python3 -c "import hymt.api.server, hymt.engine.weights, humming, bitsandbytes, \
+PYTHONPATH=app:/tmp/site python3 -c "import hymt.api.server, hymt.engine.weights, humming, \
 transformers.models.hy_v3.modeling_hy_v3"
 mkdir -p "$out"
 timeout "${TIMEOUT_S:-1100}" python3 bench/run.py standard --out "$out/standard.json" --budget-s "${BUDGET_S:-700}" "$@"
