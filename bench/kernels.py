@@ -1,5 +1,5 @@
 """Weight formats for the 7B's linear layers, one decoding step's worth, at 1 to 128 rows: which kernel to serve
-each card's tier with.
+each card's tier with; at a prefill step's rows (`--rows 512,1152,2048`), which serves its large matmuls.
 
     python bench/kernels.py --out bench/results/kernels.json [--rows 1,16,64,128]
 
@@ -103,18 +103,25 @@ def gemlite_int4(weight):
     )
 
 
-def humming_int4(weight):
+def humming_int4(weight, input_config=None):
     from humming.layer import HummingLayer
 
     layer = HummingLayer(
         shape_n=weight.shape[0],
         shape_k=weight.shape[1],
         weight_config={"dtype": "uint4", "group_size": GROUP},
+        input_config=input_config,
         torch_dtype=torch.bfloat16,
     ).cuda()
     layer.load_from_unquantized(weight)
     layer.transform()
     return layer
+
+
+def humming_int4_fp8_input(weight):
+    """The same 4-bit weights with the input quantized to FP8 e4m3 per token by humming (W4A8): Hopper's FP8 tensor
+    cores for a prefill step's large matmuls, where the 16-bit input runs at half their rate."""
+    return humming_int4(weight, {"dtype": "float8e4m3", "input_quant_mode": "dynamic_token"})
 
 
 FORMATS = {
@@ -124,6 +131,7 @@ FORMATS = {
     "int4-torchao-tinygemm": torchao_tinygemm,
     "int4-gemlite": gemlite_int4,
     "int4-humming": humming_int4,
+    "int4-humming-fp8in": humming_int4_fp8_input,
 }
 
 
@@ -166,6 +174,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rows", default="1,16,64,128")
     parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--layouts", default=",".join(LAYOUTS))
     args = parser.parse_args()
     rows = [int(r) for r in args.rows.split(",")]
     torch.manual_seed(0)
@@ -181,7 +190,8 @@ def main() -> int:
     head = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16, device="cuda") * 0.02
     result["lm_head_bf16_ms"] = {m: round(time_graph([(bf16(head), _input(m, HIDDEN))])[0] * 1000, 3) for m in rows}
     for name in args.formats.split(","):
-        for layout, names in LAYOUTS.items():
+        for layout in args.layouts.split(","):
+            names = LAYOUTS[layout]
             entry: dict = {}
             started = time.perf_counter()
             try:
@@ -196,7 +206,12 @@ def main() -> int:
                     calls = [(layer, _input(m, FFN if layer is layers[-1] else HIDDEN)) for layer in layers]
                     with torch.inference_mode():
                         seconds, captured = time_graph(calls)
-                    entry[str(m)] = {"step_ms": round(seconds * LAYERS * 1000, 3), "captured": captured}
+                    flops = 2 * m * sum(weights[n].numel() for n in names)
+                    entry[str(m)] = {
+                        "step_ms": round(seconds * LAYERS * 1000, 3),
+                        "tflops": round(flops / seconds / 1e12, 1),
+                        "captured": captured,
+                    }
                 del layers
             except Exception as exc:  # noqa: BLE001 - a format that fails here is a result too
                 entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
