@@ -108,6 +108,39 @@ def sample(text: str, name: str, labels: Mapping[str, str] | None = None) -> flo
     return 0.0
 
 
+# Where hymt says an interactive request's time went (its /metrics: engine/timings.py): the HTTP request's latency
+# and its segments' times inside the engine, each averaged over a scenario from the sums and counts before and after.
+SERVER_TIMES = {
+    "request": ("hymt_request_seconds", {"endpoint": "/translate"}),
+    "queue": ("hymt_segment_queue_seconds", {"class": "interactive"}),
+    "first_token": ("hymt_segment_first_token_seconds", {"class": "interactive"}),
+    "token": ("hymt_segment_token_seconds", {"class": "interactive"}),
+    "segment": ("hymt_segment_seconds", {"class": "interactive"}),
+}
+
+
+def server_times(url: str) -> dict[str, tuple[float, float]]:
+    """SERVER_TIMES' sums and counts now (zeros from a server without them)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return {
+        key: (sample(text, f"{name}_sum", labels), sample(text, f"{name}_count", labels))
+        for key, (name, labels) in SERVER_TIMES.items()
+    }
+
+
+def server_means(before: dict | None, after: dict | None) -> dict:
+    """The means over a scenario, as `server_s` of its record: {"request": s, "queue": s, ...}; those no request
+    added to are left out, and the whole key where the target has none (llama-server)."""
+    if before is None or after is None:
+        return {}
+    means = {
+        key: round((after[key][0] - before[key][0]) / (after[key][1] - before[key][1]), 4)
+        for key in SERVER_TIMES
+        if after[key][1] > before[key][1]
+    }
+    return {"server_s": means} if means else {}
+
+
 class Refused(Exception):
     """A 429: the server refused the request at once (its queue, its expected wait or a rate limit)."""
 
@@ -140,6 +173,9 @@ class Hymt:
         if self.tokens_class:
             return metric(self.url, "hymt_class_tokens_out", {"class": self.tokens_class})
         return metric(self.url, "hymt_tokens_out")
+
+    def times(self) -> dict:
+        return server_times(self.url)
 
 
 class OpenAIChat:
@@ -180,13 +216,16 @@ class OpenAIChat:
     def tokens_out(self) -> float:
         return self._tokens
 
+    def times(self) -> None:  # llama-server tells none
+        return None
+
 
 def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dict:
     """`clients` threads, each sending `per_client` sentences one after another to `target` (Hymt or
     OpenAIChat). The clients are made and their threads started before the clock starts (making an httpx client
     takes ~10 ms of the load generator's own CPU), so all of them send their first request at once, as separate
     users would."""
-    tokens_before = target.tokens_out()
+    tokens_before, times_before = target.tokens_out(), target.times()
     latencies: list[float] = []
     unfinished = errors = refused = 0
     lock = threading.Lock()
@@ -243,6 +282,7 @@ def run_clients(target, clients: int, per_client: int, deadline_s: float) -> dic
         "seconds": round(elapsed, 2),
         "tokens_out": int(tokens),
         "tok_s": round(tokens / elapsed, 1),
+        **server_means(times_before, target.times()),
     }
     return {**record, **_percentiles(latencies, unfinished + errors + refused, deadline_s)}
 
@@ -266,7 +306,7 @@ def run_window(target, clients: int, window_s: float, finish_s: float, cap: int 
     unfinished (it took at least `finish_s`: a percentile that falls on it is `finish_s`, censored). tok_s: the
     target's tokens over the seconds from the first request to the last answer. The clients are made before the
     clock starts, as in run_clients."""
-    tokens_before = target.tokens_out()
+    tokens_before, times_before = target.tokens_out(), target.times()
     latencies: list[float] = []
     sent = unfinished = errors = refused = 0
     lock = threading.Lock()
@@ -323,6 +363,7 @@ def run_window(target, clients: int, window_s: float, finish_s: float, cap: int 
         "seconds": round(elapsed, 2),
         "tokens_out": int(tokens),
         "tok_s": round(tokens / elapsed, 1),
+        **server_means(times_before, target.times()),
     }
     return {**record, **_percentiles(latencies, unfinished + errors + refused, finish_s)}
 

@@ -218,8 +218,10 @@ def _head(mixed: Mixed) -> dict:
 
 
 def _teams(interactive: dict, alone_tok_s: float, documents_tok_s: float) -> dict:
-    """The mixed record's figures: the interactive clients' (tok_s, p50_s, p95_s are theirs) and the documents'."""
+    """The mixed record's figures: the interactive clients' (tok_s, p50_s, p95_s are theirs, and hymt's account of
+    where their time went, server_s) and the documents'."""
     return {
+        **{key: interactive[key] for key in ("server_s",) if key in interactive},
         "tok_s": interactive["tok_s"],
         "p50_s": interactive["p50_s"],
         "p95_s": interactive["p95_s"],

@@ -214,6 +214,10 @@ def test_health_metrics_openapi_docs(server):
         "hymt_gpu_memory_total_bytes",
         "hymt_oom_recoveries_total",
         "hymt_profile_info",
+        'hymt_segment_seconds_bucket{class="interactive",le="+Inf"}',
+        'hymt_segment_queue_seconds_count{class="batch"}',
+        "hymt_segment_first_token_seconds_sum",
+        "hymt_segment_token_seconds_bucket",
     ):
         assert name in metrics
     spec = httpx.get(f"{server.url}/openapi.json").json()

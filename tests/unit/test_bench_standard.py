@@ -143,6 +143,14 @@ class _Servers:
                 f'hymt_class_tokens_out_total{{class="interactive"}} {self.interactive_tokens}.0\n'
                 f'hymt_class_tokens_out_total{{class="batch"}} {batch}.0\n'
             )
+            # Where hymt says a sentence's time went: 5 ms a request, 4 of them its segment's, 1 in the queue.
+            answered = self.interactive_tokens // 64
+            for name, labels, seconds in (
+                ("hymt_request_seconds", 'endpoint="/translate"', 0.005),
+                ("hymt_segment_seconds", 'class="interactive"', 0.004),
+                ("hymt_segment_queue_seconds", 'class="interactive"', 0.001),
+            ):
+                text += f"{name}_sum{{{labels}}} {seconds * answered}\n{name}_count{{{labels}}} {answered}.0\n"
             return httpx.Response(200, text=text)
 
 
@@ -298,6 +306,11 @@ def test_the_standard_run_of_each_family(
         )
     hymt_teams = [r for r in teams if r["engine"] == "hymt"]
     assert all({"prompt_tokens_prefilled", "prefix_tokens_reused"} <= set(r) for r in hymt_teams)
+    # hymt's account of where its sentences' time went, averaged over the window; llama-server gives none.
+    told = [r for r in hymt if r["scenario"] == "mixed"]
+    means = {"request": 0.005, "segment": 0.004, "queue": 0.001}
+    assert told and all(r["server_s"] == pytest.approx(means) for r in told)
+    assert not [r for r in records if r.get("engine") == "llama.cpp" and "server_s" in r]
     # Every 7th sentence was refused: the 429s counted apart, not as errors; tokens the interactive class's.
     assert sum(r["interactive_429"] for r in hymt_teams) == servers.refused > 0
     assert sum(r["interactive_requests"] for r in hymt_teams) == servers.translated
@@ -517,6 +530,14 @@ def test_a_labelled_counter_is_read_from_the_prometheus_text(bench):
     assert load.sample(text, "hymt_class_tokens_out", {"class": "interactive"}) == 100
     assert load.sample(text, "hymt_class_tokens_out") == 100  # the first, as before
     assert load.sample(text, "hymt_class_tokens_out", {"class": "other"}) == 0
+
+
+def test_the_servers_account_of_a_scenario_is_the_mean_of_what_it_added(bench):
+    load = bench("load")
+    before = {key: (1.0, 10.0) for key in load.SERVER_TIMES}
+    after = {**before, "request": (3.0, 20.0), "token": (1.1, 30.0)}
+    assert load.server_means(before, after) == {"server_s": {"request": 0.2, "token": 0.005}}
+    assert load.server_means(before, before) == {} and load.server_means(None, None) == {}
 
 
 def test_the_report_of_the_committed_7b_run_reads_its_cards_from_its_records(bench):

@@ -10,6 +10,7 @@ from hymt.engine.requests import Priority, Request
 from hymt.engine.sampling_params import Sampling
 from hymt.engine.scheduler import PAD_TOKENS, Scheduler, Step
 from hymt.engine.sequence import Sequence, State
+from hymt.engine.timings import Histogram
 
 STOP = 2
 IDS = itertools.count(1)
@@ -32,8 +33,12 @@ def seq(group=1, prompt=10, new=10, adapter=None, client="a", priority=INTERACTI
     return Sequence(request)
 
 
-def scheduler(kv_tokens=10_000, max_in_flight=8, prefill_tokens=1000, batch_min_share=0.25, batch_max_share=1.0):
-    return Scheduler(kv_tokens, max_in_flight, prefill_tokens, batch_min_share, [STOP], batch_max_share=batch_max_share)
+def scheduler(
+    kv_tokens=10_000, max_in_flight=8, prefill_tokens=1000, batch_min_share=0.25, batch_max_share=1.0, **kwargs
+):
+    return Scheduler(
+        kv_tokens, max_in_flight, prefill_tokens, batch_min_share, [STOP], batch_max_share=batch_max_share, **kwargs
+    )
 
 
 def run_prefill(step):
@@ -203,6 +208,43 @@ def test_postprocess_stops_at_a_stop_token_after_min_new_tokens_and_streams_ever
     outputs, finished = s.postprocess(s.schedule(), [STOP])
     assert finished == [streamed] and [(o.token_ids, o.finished) for o in outputs] == [((), True)]
     assert s.tokens_out == {INTERACTIVE: 2, BATCH: 0} and s.segments_done == 2
+
+
+def test_segments_times_by_class_as_each_ends_a_stop_token_counted_as_a_step():
+    now = [10.0]
+    s = scheduler(clock=lambda: now[0])
+    person, document = seq(new=3), seq(group=2, new=2, priority=BATCH)
+    person.submitted, document.submitted = 9.0, 9.5
+    s.add([person])
+    s.add([document])
+    step = s.schedule()  # both take a row at 10.0
+    now[0] = 10.2
+    s.postprocess(step, [5, 5])  # their first tokens
+    now[0] = 10.3
+    assert s.postprocess(s.schedule(), [6, 6])[1] == [document]  # its budget of 2
+    now[0] = 10.5
+    assert s.postprocess(s.schedule(), [STOP])[1] == [person]  # a stop token: 3 sampled, 2 gaps after the first
+    times = s.figures()["timings"]
+    expected = {
+        "interactive": {"queue": 1.0, "first_token": 1.2, "token": 0.15, "segment": 1.5},
+        "batch": {"queue": 0.5, "first_token": 0.7, "token": 0.1, "segment": 0.8},
+    }
+    for cls, phases in expected.items():
+        for phase, seconds in phases.items():
+            histogram = times[phase, cls]
+            assert histogram.count == 1 and histogram.total == pytest.approx(seconds), (phase, cls)
+    # A snapshot is a copy: what ends later is not in it.
+    s.add([late := seq(group=3)])
+    s.postprocess(s.schedule(), [STOP])
+    assert late.state is State.FINISHED and times["segment", "interactive"].count == 1
+    assert s.figures()["timings"]["segment", "interactive"].count == 2
+
+
+def test_timings_histogram_buckets_are_cumulative_with_the_bound_itself_inside():
+    h = Histogram((0.1, 1.0))
+    for value in (0.05, 0.1, 0.5, 2.0):
+        h.observe(value)
+    assert h.cumulative() == [("0.1", 2), ("1.0", 3), ("+Inf", 4)] and h.total == pytest.approx(2.65)
 
 
 def test_prefill_and_decoding_alternate_so_newcomers_never_stall_the_batch_for_long():

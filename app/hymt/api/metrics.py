@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
 
 from .health import figures
 
@@ -133,3 +133,31 @@ class _EngineCollector:
         for kind in ("prefill", "decode"):
             yield CounterMetricFamily(f"hymt_{kind}_steps", f"Model steps of kind {kind}", engine.steps[kind])
             yield CounterMetricFamily(f"hymt_{kind}_seconds", f"Seconds spent in {kind} steps", engine.step_s[kind])
+        yield from _timings(engine.timings)
+
+
+# The engine's segment times (engine/timings.py) by phase: the metric's name and what it measures.
+TIMINGS = {
+    "queue": (
+        "hymt_segment_queue_seconds",
+        "Seconds from a segment's posting to the engine until it took a row, by scheduling class",
+    ),
+    "first_token": (
+        "hymt_segment_first_token_seconds",
+        "Seconds from a segment's posting to its first token (the queue, then its prefill), by class",
+    ),
+    "token": (
+        "hymt_segment_token_seconds",
+        "A segment's mean seconds between its tokens after the first (its decoding steps), by class",
+    ),
+    "segment": ("hymt_segment_seconds", "Seconds from a segment's posting to its last token, by class"),
+}
+
+
+def _timings(timings: dict):
+    for phase, (name, doc) in TIMINGS.items():
+        family = HistogramMetricFamily(name, doc, labels=["class"])
+        for (measured, cls), histogram in timings.items():
+            if measured == phase:
+                family.add_metric([cls], histogram.cumulative(), histogram.total)
+        yield family

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from ..errors import HymtError
 from .sampling_params import Sampling
+
+if TYPE_CHECKING:
+    from .timings import Histogram
 
 
 class Priority(StrEnum):
@@ -81,3 +85,4 @@ class Snapshot:
     expected_wait_s: float  # of the latest interactive request, admitted or not
     max_wait_s: float
     tokens_per_s: float  # measured under load (the warm-up's figure before any)
+    timings: dict[tuple[str, str], Histogram]  # segments' times by (phase, class): engine/timings.py

@@ -17,10 +17,10 @@ from the prefix's end; a prefill step that completes a prefix not kept yet copie
 and `saves`), and the newcomers sharing it wait for the next prefill step to take it from there. Kept prefixes are
 given up for a segment that would not fit beside them.
 
-`postprocess` records a step's tokens: each segment's new token, the stop checks, and the Outputs that go back
-(every token of a streaming request as it comes, the whole output of the others once they end). Preemption (on
-out-of-memory) returns segments to the head of their request's queue with what they generated, to be prefilled
-again and resumed.
+`postprocess` records a step's tokens: each segment's new token, the stop checks, the Outputs that go back (every
+token of a streaming request as it comes, the whole output of the others once they end), and the times of the
+segments that end (engine/timings.py). Preemption (on out-of-memory) returns segments to the head of their
+request's queue with what they generated, to be prefilled again and resumed.
 
 Pure bookkeeping (no torch), tested without a model; only the engine thread uses it. Its counters are plain
 integers that other threads read for the engine's snapshot and admission.
@@ -29,6 +29,7 @@ integers that other threads read for the engine's snapshot and admission.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Sequence as Tokens_
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from .fair import Waiting
 from .prefixes import Copy, Prefixes
 from .requests import Output, Priority
 from .sequence import Sequence, State
+from .timings import Timings
 
 # The arena's first token row: where padding rows of a captured batch write and read, never a segment's.
 PAD_TOKENS = 1
@@ -93,6 +95,7 @@ class Scheduler:
         gather: bool = True,
         batch_max_share: float = 1.0,
         prefix_reuse: bool = True,
+        clock=time.monotonic,  # the segments' times (engine/timings.py); tests give their own
     ):
         self.allocator = RangeAllocator(kv_tokens, PAD_TOKENS)
         self.prefixes = Prefixes(self.allocator, prefix_reuse)
@@ -105,6 +108,7 @@ class Scheduler:
         self.rows_held = {p: 0 for p in Priority}  # rows in flight by class
         self.tokens_out = {p: 0 for p in Priority}  # tokens generated, by class
         self.segments_done = 0
+        self.timings, self.clock = Timings(), clock
         self._free_rows = list(range(max_in_flight - 1, -1, -1))
         self._arrivals = itertools.count()
         self._last_kind = "decode"
@@ -128,6 +132,7 @@ class Scheduler:
             tokens_out=sum(self.tokens_out.values()),
             tokens_out_by_class={p.value: n for p, n in self.tokens_out.items()},
             segments=self.segments_done,
+            timings=self.timings.snapshot(),
         )
 
     def add(self, seqs: list[Sequence]) -> None:
@@ -179,6 +184,7 @@ class Scheduler:
         the segments that ended; those leave the batch at once."""
         outputs: list[Output] = []
         finished: list[Sequence] = []
+        now = self.clock()
         lengths = [c.length for c in step.chunks] if step.kind == "prefill" else [1] * len(step.seqs)
         for seq, length, token in zip(step.sequences, lengths, tokens):
             if seq.state is not State.RUNNING:  # it ended in an earlier step, or its request was aborted
@@ -186,6 +192,9 @@ class Scheduler:
             seq.num_cached += length
             if token is None:
                 continue
+            seq.sampled += 1
+            if seq.sampled == 1:
+                seq.first_token_at = now
             if not (token in self.stop_ids and len(seq.output_ids) >= seq.min_new_tokens):
                 seq.output_ids.append(token)
                 self.tokens_out[seq.priority] += 1
@@ -196,6 +205,7 @@ class Scheduler:
                     continue
             self.finish(seq)
             self.segments_done += 1
+            self.timings.observe(seq, now)
             finished.append(seq)
             outputs.append(Output(seq.id, tuple(seq.output_ids[seq.posted :]), finished=True))
         return outputs, finished
@@ -244,6 +254,7 @@ class Scheduler:
             assert start is not None  # _admissible saw a free range this long
             self.waiting.take(seq)
             seq.kv_start, seq.row, seq.state, seq.num_cached = start, self._free_rows.pop(), State.RUNNING, 0
+            seq.admitted_at = seq.admitted_at or self.clock()  # a preempted segment keeps its first
             self.running.append(seq)
             self.rows_held[seq.priority] += 1
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -28,6 +29,12 @@ class Sequence:
     reused: int = 0  # of those, copied from a kept prefix before its first prefill chunk (which starts there)
     preemptions: int = 0
     posted: int = 0  # output tokens already posted back (a streaming request's)
+    # Its times (time.monotonic(), engine/timings.py): posted (on the adding thread), first given a row, first token
+    # sampled; and the tokens sampled, a stop token included.
+    submitted: float = field(default_factory=time.monotonic)
+    admitted_at: float = 0.0
+    first_token_at: float = 0.0
+    sampled: int = 0
 
     def __post_init__(self):
         # Read at every step for every row: plain attributes, not properties over the request.
