@@ -154,6 +154,29 @@ def teams(records: list[dict]) -> list[str]:
                 + " | ".join(cells)
                 + f" | {one} | {'–' if ratio is None else f'{ratio:.2f}'} | {_missed(mixed, ratio)} |"
             )
+    return lines + _accounts([r for r in records if r.get("scenario") == "mixed" and "server_s" in r])
+
+
+# How the report names server_s's means (bench/load.py), in its order.
+ACCOUNT = {
+    "request": "the HTTP request",
+    "segment": "in the engine",
+    "queue": "waiting for a row",
+    "first_token": "to the first token",
+}
+
+
+def _accounts(mixed: list[dict]) -> list[str]:
+    """hymt's own account of its sentences' time beside the documents (the means of its /metrics), a line a card."""
+    if not mixed:
+        return []
+    lines = ["", "Where hymt says its sentences' time went beside the documents (means over the window):"]
+    for r in mixed:
+        t = r["server_s"]
+        parts = [f"{name} {t[key]:.3f} s" for key, name in ACCOUNT.items() if key in t]
+        if "token" in t:
+            parts.append(f"{t['token'] * 1000:.1f} ms between tokens")
+        lines.append(f"- {r['card_gb']:g} GB ({r.get('profile')}): " + ", ".join(parts) + ".")
     return lines
 
 

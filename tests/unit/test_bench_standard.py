@@ -500,7 +500,8 @@ def test_the_teams_table_against_the_targets(bench):
         {**head, "engine": "hymt", "scenario": "document", "via": "/api/jobs", "clients": 1, "tok_s": 4000.0}
         | {"seconds": 32.0, "completed": True, "segments_done": 2000, "segments_total": 2000},
         {**mixed, "engine": "hymt", "p50_s": 0.3, "p95_s": 0.9, "p95_censored": False, "interactive_429": 0}
-        | {"documents_alone_tok_s": 4200.0, "documents_tok_s": 3570.0, "documents_share": 0.85},
+        | {"documents_alone_tok_s": 4200.0, "documents_tok_s": 3570.0, "documents_share": 0.85}
+        | {"server_s": {"request": 0.31, "segment": 0.3, "queue": 0.004, "first_token": 0.05, "token": 0.004}},
         {**mixed, "engine": "llama.cpp", "profile": "Q4_K_M", "p50_s": 7.1, "p95_s": 15, "p95_censored": True}
         | {"interactive_429": 0, "documents_alone_tok_s": 450.0, "documents_tok_s": 300.0, "documents_share": 0.667},
         {**head, "card_gb": 24.0, "engine": "hymt", "scenario": "document", "via": "/api/jobs", "clients": 1}
@@ -509,6 +510,10 @@ def test_the_teams_table_against_the_targets(bench):
     ]
     table = bench("report").table({"records": records, "environment": {}, "new_tokens": 64})
     assert "| 12 GB | hymt | int4 | 0.3 / 0.9 | 0 | 4,200 | 3,570 | 0.85 | 4,000 (32 s) | 0.80 | met |" in table
+    assert (
+        "- 12 GB (int4): the HTTP request 0.310 s, in the engine 0.300 s, waiting for a row 0.004 s, to the first "
+        "token 0.050 s, 4.0 ms between tokens." in table
+    )
     assert (
         "| 12 GB | llama.cpp | Q4_K_M | 7.1 / ≥15 | 0 | 450 | 300 | 0.67 | – | – | missed: p50, p95, share |" in table
     )
