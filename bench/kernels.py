@@ -124,6 +124,12 @@ def humming_int4_fp8_input(weight):
     return humming_int4(weight, {"dtype": "float8e4m3", "input_quant_mode": "dynamic_token"})
 
 
+def humming_int4_int8_input(weight):
+    """The same with the input in INT8 per token: the INT8 tensor cores (as fast as FP8's on Hopper, and on Ampere,
+    which has no FP8), the 4-bit weights exact in them."""
+    return humming_int4(weight, {"dtype": "int8", "input_quant_mode": "dynamic_token"})
+
+
 FORMATS = {
     "bf16": bf16,
     "fp8-rowwise": fp8_rowwise,
@@ -132,6 +138,7 @@ FORMATS = {
     "int4-gemlite": gemlite_int4,
     "int4-humming": humming_int4,
     "int4-humming-fp8in": humming_int4_fp8_input,
+    "int4-humming-int8in": humming_int4_int8_input,
 }
 
 
