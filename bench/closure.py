@@ -13,9 +13,10 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Imported only where the benchmark never goes: the appliance's supervisor link, `hymt quantize`, and the PDF
-# format's libraries (imported when a PDF is read or written; the benchmark translates no PDF).
-NOT_ON_THE_RUN = {"supervisor", "pdfminer-six", "pikepdf", "reportlab", "uharfbuzz"}  # normalised names
+# Imported only where the benchmark never goes: the appliance's supervisor link, `hymt quantize`, the PDF format's
+# libraries (imported when a PDF is read or written; the benchmark translates no PDF), and bitsandbytes (the NF4
+# tiers and the seed-style server, which no standard run reaches on Hopper; carry.sh carries it with NF4=1).
+NOT_ON_THE_RUN = {"supervisor", "pdfminer-six", "pikepdf", "reportlab", "uharfbuzz", "bitsandbytes"}  # normalised
 
 
 def normalise(name: str) -> str:
