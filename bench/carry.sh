@@ -6,8 +6,8 @@
 # 3.5 MB); srt, gemlite and openapi-ui-bundles come as sources only and are built here.
 # gemlite serves bench/kernels.py's comparison only, and torchao too, carried only with KERNELS=1 (3.4 MB that,
 # beside llama.cpp's files, takes the call over its limit); bitsandbytes serves the NF4 tiers and the seed-style
-# server alone, which a standard run on Hopper reaches only by stepping down after out-of-memory (that card's
-# record then says NF4 needs bitsandbytes): carried only with NF4=1 (3.6 MB).
+# server alone, which a standard run on Hopper reaches only by stepping down after out-of-memory (that card then
+# fails to start, its server log saying NF4 needs bitsandbytes): carried only with NF4=1 (3.6 MB).
 #
 #   bash bench/carry.sh                 # then: device run with carry [".whl", ".llama"] (see bench/README.md)
 set -euo pipefail
