@@ -155,9 +155,7 @@ TIMINGS = {
 
 
 def _timings(timings: dict):
-    for phase, (name, doc) in TIMINGS.items():
-        family = HistogramMetricFamily(name, doc, labels=["class"])
-        for (measured, cls), histogram in timings.items():
-            if measured == phase:
-                family.add_metric([cls], histogram.cumulative(), histogram.total)
-        yield family
+    families = {phase: HistogramMetricFamily(name, doc, labels=["class"]) for phase, (name, doc) in TIMINGS.items()}
+    for (phase, cls), histogram in timings.items():
+        families[phase].add_metric([cls], histogram.cumulative(), histogram.total)
+    yield from families.values()
